@@ -1,0 +1,103 @@
+// Planning: a pure function of shapes and a DeviceInfo. It fixes the number of
+// SM parts and the exact workspace layout; it never looks at sequence lengths,
+// so one workspace serves every replay of a CUDA graph. The schedule itself is
+// filled from the lengths: on the host (tests, CPU path) by
+// build_schedule_host(), on the GPU by the one-warp schedule kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "openmla/params.h"
+#include "openmla/schedule.h"
+#include "openmla/status.h"
+#include "openmla/types.h"
+
+namespace openmla {
+
+// Alignment of every workspace region and of the workspace base pointer.
+inline constexpr size_t kWorkspaceAlignment = 256;
+
+// Fixed per-item cost, in KV blocks, added when balancing parts: it stands for
+// loading Q and writing O, so parts with many short items are not overloaded.
+inline constexpr int kItemOverheadBlocks = 5;
+
+struct WorkspaceRegion {
+  size_t offset = 0;  // from the workspace base, a multiple of kWorkspaceAlignment
+  size_t bytes = 0;
+};
+
+// Named regions; the same code computes their sizes and places them.
+struct WorkspaceLayout {
+  WorkspaceRegion parts;        // PartWork[num_parts]
+  WorkspaceRegion combine;      // CombineEntry[num_parts]
+  WorkspaceRegion item_prefix;  // int32[num_items + 1], scheduler scratch
+  WorkspaceRegion part_slots;   // int32[num_parts + 1], scheduler scratch
+  WorkspaceRegion partial_lse;  // float[num_slots, rows_per_item]
+  WorkspaceRegion partial_o;    // float[num_slots, rows_per_item, d_v]
+  size_t total_bytes = 0;
+};
+
+// Where item lengths come from (in KV tokens). Host pointer for
+// build_schedule_host(), device pointer for the schedule kernel.
+//   length(i) = clamp(lengths ? lengths[i / items_per_length] : default_length, 0, max_length)
+struct ItemLengths {
+  const int32_t* lengths = nullptr;  // [num_items / items_per_length] or null
+  int32_t items_per_length = 1;      // s_q for sparse decode (topk_length is per request)
+  int32_t default_length = 0;        // used when lengths is null
+  int32_t max_length = 0;            // lengths above this are clamped (never read past it)
+};
+
+struct DecodePlan {
+  int num_items = 0;          // batch (dense) or batch * s_q (sparse)
+  int q_tokens_per_item = 1;  // s_q (dense) or 1 (sparse)
+  int rows_per_item = 0;      // q_tokens_per_item * h_q: query rows one item produces
+  int num_q_groups = 0;       // CTAs per part: (query tiles) x (KV heads)
+  int num_parts = 1;          // SM parts, always >= 1
+  int num_slots = 0;          // partial slots = 2 * (num_parts - 1); 0 when nothing can split
+  int d_v = kHeadDimV;
+  ItemLengths lengths;        // lengths pointer left null by the planner
+  WorkspaceLayout workspace;
+};
+
+struct PlanOptions {
+  int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
+  int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
+};
+
+// Bytes of split accumulators for a plan: the bound, as a formula.
+//   partial bytes = 2 * (num_parts - 1) * rows_per_item * (d_v + 1) * 4
+// With num_parts = max(1, floor(num_sms / num_q_groups)) and
+// num_q_groups >= rows_per_item / 64, this is at most
+// 2 * num_sms * 64 * (d_v + 1) * 4 bytes (34.7 MB on 132 SMs) for every batch size.
+constexpr size_t partial_accumulator_bytes(int num_parts, int rows_per_item, int d_v) {
+  return num_parts <= 1 ? 0
+                        : size_t(2) * size_t(num_parts - 1) * size_t(rows_per_item) *
+                              size_t(d_v + 1) * sizeof(float);
+}
+
+// Query rows per CTA (one WGMMA M tile).
+inline constexpr int kQueryRowsPerTile = 64;
+
+Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
+                         const PlanOptions& options = {});
+Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& device,
+                          DecodePlan* plan, const PlanOptions& options = {});
+
+// A schedule filled on the host.
+struct HostSchedule {
+  std::vector<PartWork> parts;        // [num_parts]
+  std::vector<CombineEntry> combine;  // [num_parts]
+};
+
+// Fill the schedule on the host; `lengths.lengths` is a host pointer.
+Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, HostSchedule* out);
+
+// Assert every schedule invariant: parts >= 1; each (item, block) covered
+// exactly once in order; splits contiguous; slots in range, unique and
+// consecutive per item; combine entries consistent; empty parts marked.
+Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const HostSchedule& schedule);
+
+}  // namespace openmla

@@ -1,0 +1,34 @@
+// Argument validation for every public entry. Each check returns a Status whose
+// message names the entry, the argument, what it got and what was expected:
+//   "dense_decode: argument 'h_q' = 100 must be a multiple of h_kv = 3"
+// The planner calls the *_shape checks; can_implement, run and the CPU
+// reference call the full checks.
+#pragma once
+
+#include <cstddef>
+
+#include "openmla/params.h"
+#include "openmla/plan.h"
+#include "openmla/status.h"
+#include "openmla/types.h"
+
+namespace openmla::detail {
+
+Status validate_device_info(const char* entry, const DeviceInfo& device);
+
+Status validate_dense_decode_shape(const char* entry, const DenseDecodeShape& shape);
+Status validate_dense_decode(const char* entry, const DenseDecodeParams& params);
+
+Status validate_sparse_decode_shape(const char* entry, const SparseDecodeShape& shape);
+Status validate_sparse_decode(const char* entry, const SparseDecodeParams& params);
+
+Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& params);
+
+Status validate_combine(const char* entry, const CombineParams& params);
+
+// The workspace handed to run(): non-null when the plan needs bytes, aligned to
+// kWorkspaceAlignment, at least plan.workspace.total_bytes.
+Status validate_workspace(const char* entry, const DecodePlan& plan, const void* workspace,
+                          size_t workspace_bytes);
+
+}  // namespace openmla::detail
