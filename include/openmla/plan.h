@@ -24,6 +24,11 @@ inline constexpr size_t kWorkspaceAlignment = 256;
 // loading Q and writing O, so parts with many short items are not overloaded.
 inline constexpr int kItemOverheadBlocks = 5;
 
+// Least work, in blocks (overhead included), worth a part of its own: small
+// calls use fewer parts (the rest are marked empty) so a short request is not
+// cut into one-block pieces that the combine must then merge.
+inline constexpr int kMinPartCostBlocks = 8;
+
 struct WorkspaceRegion {
   size_t offset = 0;  // from the workspace base, a multiple of kWorkspaceAlignment
   size_t bytes = 0;
@@ -33,8 +38,9 @@ struct WorkspaceRegion {
 struct WorkspaceLayout {
   WorkspaceRegion parts;        // PartWork[num_parts]
   WorkspaceRegion combine;      // CombineEntry[num_parts]
-  WorkspaceRegion item_prefix;  // int32[num_items + 1], scheduler scratch
-  WorkspaceRegion part_slots;   // int32[num_parts + 1], scheduler scratch
+  WorkspaceRegion item_prefix;  // int64[num_items + 1], scheduler scratch (cost prefix)
+  WorkspaceRegion part_bounds;  // int32[num_parts + 1, 2], scheduler scratch (item, block)
+  WorkspaceRegion part_slots;   // int32[num_parts + 1], scheduler scratch (slot prefix)
   WorkspaceRegion partial_lse;  // float[num_slots, rows_per_item]
   WorkspaceRegion partial_o;    // float[num_slots, rows_per_item, d_v]
   size_t total_bytes = 0;

@@ -1,0 +1,230 @@
+// The split-KV partition core, shared by the host planner (one lane) and the
+// one-warp device schedule kernel (32 lanes). Everything here is
+// __host__ __device__ and deterministic integer arithmetic, so the host and
+// device produce bit-identical schedules from the same lengths.
+//
+// Algorithm (all O(items / lanes + parts * log items)):
+//   1. cost prefix:  prefix[i] = sum_{j<i} (blocks(j) + kItemOverheadBlocks)
+//   2. part bounds:  bound[p] = position total * p / active_parts mapped to
+//                    (item, block); positions inside an item's overhead map to
+//                    block 0, so cuts prefer item starts.
+//   3. part pieces:  which of a part's first/last items are split, and how many
+//                    partial slots the part needs (0, 1 or 2)
+//   4. slot prefix:  slots[p] = sum_{q<p} pieces(q)
+//   5. records:      PartWork[p] and CombineEntry[p]
+#pragma once
+
+#include <cstdint>
+
+#include "openmla/plan.h"
+#include "openmla/schedule.h"
+
+namespace openmla::plan_detail {
+
+struct Bound {
+  int32_t item;
+  int32_t block;
+};
+static_assert(sizeof(Bound) == 8, "Bound is stored in the workspace");
+
+OPENMLA_HOST_DEVICE bool operator==(Bound a, Bound b) { return a.item == b.item && a.block == b.block; }
+OPENMLA_HOST_DEVICE bool bound_less_equal(Bound a, Bound b) {
+  return a.item < b.item || (a.item == b.item && a.block <= b.block);
+}
+
+OPENMLA_HOST_DEVICE int32_t item_length(const ItemLengths& lengths, int32_t item) {
+  int32_t length = lengths.lengths ? lengths.lengths[item / lengths.items_per_length]
+                                   : lengths.default_length;
+  length = length < 0 ? 0 : length;
+  return length > lengths.max_length ? lengths.max_length : length;
+}
+
+// An empty item still owns one (empty) block: some part must finalise it.
+OPENMLA_HOST_DEVICE int32_t item_num_blocks(int32_t length) {
+  return length <= 0 ? 1 : (length - 1) / kKvBlockTokens + 1;
+}
+
+OPENMLA_HOST_DEVICE int64_t item_cost(int32_t length) {
+  return int64_t(item_num_blocks(length)) + kItemOverheadBlocks;
+}
+
+OPENMLA_HOST_DEVICE void lanes_sync() {
+#if defined(__CUDA_ARCH__)
+  __syncwarp();  // also orders the lanes' global-memory writes
+#endif
+}
+
+// Exclusive sum of `value` over lanes [0, lane). On the host there is one lane.
+template <class T>
+OPENMLA_HOST_DEVICE T lanes_exclusive_sum(T value, int lane) {
+#if defined(__CUDA_ARCH__)
+  T inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const T up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += up;
+  }
+  return inclusive - value;
+#else
+  (void)lane;
+  (void)value;
+  return T(0);
+#endif
+}
+
+// Chunked exclusive scan of value_at(0..n) into out[0..n]; out[n] = total.
+// Each lane scans a contiguous chunk, then the lanes' chunk sums are scanned.
+template <class T, class ValueAt>
+OPENMLA_HOST_DEVICE void lanes_exclusive_scan(int n, const ValueAt& value_at, T* out, int lane,
+                                              int num_lanes) {
+  const int chunk = (n + num_lanes - 1) / num_lanes;
+  const int begin = lane * chunk < n ? lane * chunk : n;
+  const int end = begin + chunk < n ? begin + chunk : n;
+  T local = 0;
+  for (int i = begin; i < end; ++i) local += value_at(i);
+  T running = lanes_exclusive_sum(local, lane);
+  for (int i = begin; i < end; ++i) {
+    out[i] = running;
+    running += value_at(i);
+  }
+  if (lane == num_lanes - 1) out[n] = running;
+}
+
+struct ItemCostAt {
+  ItemLengths lengths;
+  OPENMLA_HOST_DEVICE int64_t operator()(int i) const { return item_cost(item_length(lengths, i)); }
+};
+
+// Map a cost position to the (item, block) where a part starts.
+OPENMLA_HOST_DEVICE Bound bound_at(const int64_t* prefix, int32_t num_items, int64_t position) {
+  if (position >= prefix[num_items]) return {num_items, 0};
+  int32_t lo = 0, hi = num_items - 1;  // largest item with prefix[item] <= position
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (prefix[mid] <= position) lo = mid; else hi = mid - 1;
+  }
+  const int64_t block = position - prefix[lo] - kItemOverheadBlocks;
+  return {lo, block <= 0 ? 0 : int32_t(block)};
+}
+
+// Parts that get work: small calls use fewer (see kMinPartCostBlocks).
+OPENMLA_HOST_DEVICE int32_t active_parts(int64_t total_cost, int32_t num_parts) {
+  const int64_t wanted = total_cost / kMinPartCostBlocks;
+  return wanted < 1 ? 1 : (wanted < num_parts ? int32_t(wanted) : num_parts);
+}
+
+// One part's range and split flags, derived from its two bounds.
+struct PartRange {
+  Bound begin;
+  int32_t end_item;   // inclusive
+  int32_t end_block;  // exclusive
+  bool empty;
+  bool begin_partial;
+  bool end_partial;
+  int32_t pieces;  // partial slots this part writes
+};
+
+OPENMLA_HOST_DEVICE PartRange describe_part(const Bound* bounds, const ItemLengths& lengths, int32_t p) {
+  PartRange range{};
+  const Bound begin = bounds[p], end = bounds[p + 1];
+  range.begin = begin;
+  range.empty = begin == end;
+  if (range.empty) return range;
+  if (end.block == 0) {  // ends at an item boundary
+    range.end_item = end.item - 1;
+    range.end_block = item_num_blocks(item_length(lengths, range.end_item));
+  } else {
+    range.end_item = end.item;
+    range.end_block = end.block;
+  }
+  const bool single_item = range.end_item == begin.item;
+  const int32_t begin_blocks = item_num_blocks(item_length(lengths, begin.item));
+  range.begin_partial = begin.block > 0 || (single_item && range.end_block < begin_blocks);
+  range.end_partial = end.block > 0 || (single_item && begin.block > 0);
+  range.pieces = int32_t(range.begin_partial) + int32_t(range.end_partial && !single_item);
+  return range;
+}
+
+struct PartPiecesAt {
+  const Bound* bounds;
+  ItemLengths lengths;
+  OPENMLA_HOST_DEVICE int32_t operator()(int p) const { return describe_part(bounds, lengths, p).pieces; }
+};
+
+// Where the schedule lives (device or host memory).
+struct ScheduleBuffers {
+  PartWork* parts;         // [num_parts]
+  CombineEntry* combine;   // [num_parts]
+  int64_t* item_prefix;    // [num_items + 1]
+  Bound* part_bounds;      // [num_parts + 1]
+  int32_t* part_slots;     // [num_parts + 1]
+};
+
+// Last part whose range starts at or before `at` (bounds are non-decreasing).
+OPENMLA_HOST_DEVICE int32_t part_containing(const Bound* bounds, int32_t num_parts, Bound at) {
+  int32_t lo = 0, hi = num_parts - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (bound_less_equal(bounds[mid], at)) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Build the whole schedule. Lanes [0, num_lanes) of one warp (or one host
+// thread with num_lanes = 1) call this together.
+OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, const ItemLengths& lengths,
+                                        const ScheduleBuffers& out, int lane, int num_lanes) {
+  // 1. cost prefix over items
+  lanes_exclusive_scan<int64_t>(num_items, ItemCostAt{lengths}, out.item_prefix, lane, num_lanes);
+  lanes_sync();
+
+  // 2. part bounds; parts past the active count start (and end) at the end
+  const int64_t total = out.item_prefix[num_items];
+  const int32_t active = active_parts(total, num_parts);
+  for (int32_t p = lane; p <= num_parts; p += num_lanes) {
+    const int64_t position = p >= active ? total : total * p / active;
+    out.part_bounds[p] = bound_at(out.item_prefix, num_items, position);
+  }
+  lanes_sync();
+
+  // 3-4. pieces per part and their slot prefix
+  lanes_exclusive_scan<int32_t>(num_parts, PartPiecesAt{out.part_bounds, lengths}, out.part_slots, lane,
+                                num_lanes);
+  lanes_sync();
+
+  // 5. records
+  for (int32_t p = lane; p < num_parts; p += num_lanes) {
+    const PartRange range = describe_part(out.part_bounds, lengths, p);
+    PartWork work{};
+    CombineEntry entry{-1, -1, 0, 0};
+    if (range.empty) {
+      work = PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}};
+    } else {
+      work.begin_item = range.begin.item;
+      work.begin_block = range.begin.block;
+      work.end_item = range.end_item;
+      work.end_block = range.end_block;
+      work.first_slot = range.pieces > 0 ? out.part_slots[p] : -1;
+      work.flags = (range.begin_partial ? kPartBeginPartial : 0) | (range.end_partial ? kPartEndPartial : 0);
+      // A split item whose first piece is here: this part's begin item when it
+      // starts at block 0 and is split, else its end item when that is split.
+      int32_t first_piece_item = -1;
+      if (range.begin_partial && range.begin.block == 0) {
+        first_piece_item = range.begin.item;
+      } else if (range.end_partial && range.end_item != range.begin.item) {
+        first_piece_item = range.end_item;
+      }
+      if (first_piece_item >= 0) {
+        const int32_t last_block = item_num_blocks(item_length(lengths, first_piece_item)) - 1;
+        const int32_t last_part = part_containing(out.part_bounds, num_parts, Bound{first_piece_item, last_block});
+        const int32_t first_slot = first_piece_item == range.begin.item ? work.first_slot
+                                                                         : work.first_slot + range.pieces - 1;
+        entry = CombineEntry{first_piece_item, first_slot, out.part_slots[last_part] - first_slot + 1, 0};
+      }
+    }
+    out.parts[p] = work;
+    out.combine[p] = entry;
+  }
+}
+
+}  // namespace openmla::plan_detail

@@ -1,0 +1,139 @@
+// Planner: shapes + DeviceInfo -> part count and workspace layout.
+#include "openmla/plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include "api/validate.h"
+#include "plan/partition.h"
+
+namespace openmla {
+namespace {
+
+// Upper bound on parts, whatever the options say (keeps scratch tiny).
+constexpr int kMaxParts = 4096;
+
+size_t align_up(size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+// Places the named regions back to back; the same code sizes and places them.
+WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, int rows_per_item, int d_v) {
+  WorkspaceLayout layout;
+  size_t cursor = 0;
+  auto place = [&cursor](WorkspaceRegion& region, size_t bytes) {
+    region.offset = cursor;
+    region.bytes = bytes;
+    cursor += align_up(bytes);
+  };
+  place(layout.parts, sizeof(PartWork) * size_t(num_parts));
+  place(layout.combine, sizeof(CombineEntry) * size_t(num_parts));
+  place(layout.item_prefix, sizeof(int64_t) * (size_t(num_items) + 1));
+  place(layout.part_bounds, sizeof(plan_detail::Bound) * (size_t(num_parts) + 1));
+  place(layout.part_slots, sizeof(int32_t) * (size_t(num_parts) + 1));
+  place(layout.partial_lse, sizeof(float) * size_t(num_slots) * size_t(rows_per_item));
+  place(layout.partial_o, sizeof(float) * size_t(num_slots) * size_t(rows_per_item) * size_t(d_v));
+  layout.total_bytes = cursor;
+  return layout;
+}
+
+// NOTE: the part count depends on shapes only. Every q-group CTA of a part
+// walks the same KV range, so parts = SMs / q-groups keeps one wave; when the
+// q-groups alone fill the machine (e.g. h_q = 128, s_q >= 67 on 132 SMs) the
+// answer is one part, never zero.
+int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptions& options) {
+  int parts = std::max(1, device.num_sms / std::max(1, num_q_groups));
+  if (options.max_parts > 0) parts = std::min(parts, options.max_parts);
+  if (options.min_parts > 0) parts = std::max(parts, options.min_parts);
+  return std::clamp(parts, 1, kMaxParts);
+}
+
+void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& options) {
+  plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
+  plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
+  plan->workspace = layout_workspace(plan->num_items, plan->num_parts, plan->num_slots,
+                                     plan->rows_per_item, plan->d_v);
+}
+
+Status validate_options(const char* entry, const PlanOptions& options) {
+  if (options.max_parts < 0 || options.min_parts < 0 || options.min_parts > kMaxParts ||
+      (options.max_parts > 0 && options.min_parts > options.max_parts)) {
+    return Status::invalid_argument(std::string(entry) +
+                                    ": argument 'options' has invalid part limits: got min_parts = " +
+                                    std::to_string(options.min_parts) + ", max_parts = " +
+                                    std::to_string(options.max_parts) + ", expected 0 <= min_parts <= " +
+                                    "max_parts (0 = automatic) and min_parts <= " +
+                                    std::to_string(kMaxParts));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
+                         const PlanOptions& options) {
+  constexpr const char* kEntry = "plan_dense_decode";
+  if (plan == nullptr) return Status::invalid_argument("plan_dense_decode: argument 'plan' is null: expected a DecodePlan*");
+  OPENMLA_RETURN_IF_ERROR(detail::validate_device_info(kEntry, device));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode_shape(kEntry, shape));
+  OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
+
+  DecodePlan result;
+  const int heads_per_kv = shape.h_q / shape.h_kv;
+  const int rows_per_kv_head = shape.s_q * heads_per_kv;  // packed (token, head) query rows
+  const int m_tiles = (rows_per_kv_head + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
+  result.num_items = shape.batch;
+  result.q_tokens_per_item = shape.s_q;
+  result.rows_per_item = shape.s_q * shape.h_q;
+  result.num_q_groups = shape.h_kv * m_tiles;
+  result.d_v = shape.d_v;
+  result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
+  finish_plan(&result, device, options);
+  *plan = result;
+  return Status::ok();
+}
+
+Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
+                          const PlanOptions& options) {
+  constexpr const char* kEntry = "plan_sparse_decode";
+  if (plan == nullptr) return Status::invalid_argument("plan_sparse_decode: argument 'plan' is null: expected a DecodePlan*");
+  OPENMLA_RETURN_IF_ERROR(detail::validate_device_info(kEntry, device));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode_shape(kEntry, shape));
+  OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
+
+  DecodePlan result;
+  // One item per (request, query token): each token has its own index list.
+  result.num_items = shape.batch * shape.s_q;
+  result.q_tokens_per_item = 1;
+  result.rows_per_item = shape.h_q;
+  result.num_q_groups = (shape.h_q + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
+  result.d_v = shape.d_v;
+  result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
+  finish_plan(&result, device, options);
+  *plan = result;
+  return Status::ok();
+}
+
+Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, HostSchedule* out) {
+  if (out == nullptr) return Status::invalid_argument("build_schedule_host: argument 'out' is null: expected a HostSchedule*");
+  if (plan.num_items < 1 || plan.num_parts < 1) {
+    return Status::invalid_argument("build_schedule_host: argument 'plan' is not planned: got num_items = " +
+                                    std::to_string(plan.num_items) + ", num_parts = " +
+                                    std::to_string(plan.num_parts) + ", expected both >= 1");
+  }
+  if (lengths.items_per_length < 1) {
+    return Status::invalid_argument("build_schedule_host: argument 'lengths.items_per_length' must be >= 1: got " +
+                                    std::to_string(lengths.items_per_length));
+  }
+  std::vector<int64_t> item_prefix(size_t(plan.num_items) + 1);
+  std::vector<plan_detail::Bound> part_bounds(size_t(plan.num_parts) + 1);
+  std::vector<int32_t> part_slots(size_t(plan.num_parts) + 1);
+  out->parts.assign(size_t(plan.num_parts), PartWork{});
+  out->combine.assign(size_t(plan.num_parts), CombineEntry{});
+  const plan_detail::ScheduleBuffers buffers{out->parts.data(), out->combine.data(), item_prefix.data(),
+                                             part_bounds.data(), part_slots.data()};
+  plan_detail::build_schedule(plan.num_items, plan.num_parts, lengths, buffers, /*lane=*/0, /*num_lanes=*/1);
+  return Status::ok();
+}
+
+}  // namespace openmla

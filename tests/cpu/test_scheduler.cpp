@@ -1,0 +1,306 @@
+// Planner and scheduler properties, checked with check_plan() over random inputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "openmla/plan.h"
+
+namespace openmla {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+// log-uniform integer in [lo, hi]: small values are as common as large ones.
+int log_uniform(std::mt19937_64& rng, int lo, int hi) {
+  std::uniform_real_distribution<double> u(std::log(double(lo)), std::log(double(hi) + 1.0));
+  return std::clamp(int(std::exp(u(rng))), lo, hi);
+}
+
+// Lengths with the shapes that break schedulers: zeros, one token, exact
+// multiples of the block, huge outliers, and uniform noise.
+std::vector<int32_t> random_lengths(std::mt19937_64& rng, int count, int max_length) {
+  std::vector<int32_t> lengths(static_cast<size_t>(count));
+  const int style = int(rng() % 5);
+  for (int32_t& length : lengths) {
+    const int pick = int(rng() % 8);
+    if (style == 0 || pick == 0) length = int32_t(rng() % 2);                    // empty / single token
+    else if (pick == 1) length = int32_t(rng() % (max_length / 64 + 1)) * 64;  // multiple of a block
+    else if (pick == 2) length = max_length;                                   // longest
+    else length = log_uniform(rng, 1, max_length);
+  }
+  return lengths;
+}
+
+struct RandomCase {
+  DecodePlan plan;
+  std::vector<int32_t> lengths;
+  ItemLengths item_lengths;
+};
+
+DenseDecodeShape random_dense_shape(std::mt19937_64& rng, int max_length) {
+  DenseDecodeShape shape;
+  shape.batch = log_uniform(rng, 1, 16384);
+  shape.s_q = log_uniform(rng, 1, 1024);
+  shape.h_kv = 1 + int(rng() % 8);
+  const int heads_per_kv = 1 + int(rng() % std::max(1, 128 / shape.h_kv));
+  shape.h_q = shape.h_kv * heads_per_kv;
+  shape.page_size = 64;
+  shape.max_pages_per_seq = (max_length + shape.page_size - 1) / shape.page_size;
+  shape.num_pages = shape.max_pages_per_seq;
+  return shape;
+}
+
+SparseDecodeShape random_sparse_shape(std::mt19937_64& rng) {
+  static constexpr int kHeads[] = {8, 16, 32, 64, 128};
+  SparseDecodeShape shape;
+  shape.batch = log_uniform(rng, 1, 16384);
+  shape.s_q = 1 + int(rng() % 4);
+  shape.h_q = kHeads[rng() % 5];
+  shape.topk = 64 * log_uniform(rng, 1, 256);
+  shape.page_size = 64;
+  shape.num_pages = 1 << 12;
+  return shape;
+}
+
+PlanOptions random_options(std::mt19937_64& rng) {
+  PlanOptions options;
+  switch (rng() % 6) {
+    case 0: options.max_parts = 1; break;                         // forced no-split
+    case 1: options.min_parts = 1 + int(rng() % 300); break;       // forced split
+    default: break;                                               // automatic
+  }
+  return options;
+}
+
+// Every plan and schedule the planner makes must pass check_plan.
+TEST(SchedulerProperty, RandomInputsSatisfyEveryInvariant) {
+  std::mt19937_64 rng(20261129);
+  constexpr int kCases = 100000;
+  for (int c = 0; c < kCases; ++c) {
+    DeviceInfo device;
+    device.num_sms = 1 + int(rng() % 264);
+    const PlanOptions options = random_options(rng);
+    DecodePlan plan;
+    std::vector<int32_t> lengths;
+    ItemLengths item_lengths;
+    if (rng() % 2 == 0) {
+      const int max_length = log_uniform(rng, 1, 1000000);
+      const DenseDecodeShape shape = random_dense_shape(rng, max_length);
+      ASSERT_TRUE(plan_dense_decode(shape, device, &plan, options).is_ok()) << "case " << c;
+      lengths = random_lengths(rng, shape.batch, max_length);
+      item_lengths = plan.lengths;
+    } else {
+      const SparseDecodeShape shape = random_sparse_shape(rng);
+      ASSERT_TRUE(plan_sparse_decode(shape, device, &plan, options).is_ok()) << "case " << c;
+      item_lengths = plan.lengths;
+      if (rng() % 2 == 0) lengths = random_lengths(rng, shape.batch, shape.topk);  // topk_length
+    }
+    item_lengths.lengths = lengths.empty() ? nullptr : lengths.data();
+
+    ASSERT_GE(plan.num_parts, 1) << "case " << c;
+    HostSchedule schedule;
+    ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
+    const Status checked = check_plan(plan, item_lengths, schedule);
+    ASSERT_TRUE(checked.is_ok()) << "case " << c << ": " << checked.message();
+  }
+}
+
+// The FP8 field failure: h_q = 128, s_q in [67, 1024] on 132 SMs gave 0 parts.
+TEST(SchedulerProperty, LargeQueryBlocksStillGetOnePart) {
+  std::mt19937_64 rng(67);
+  DeviceInfo device;
+  device.num_sms = 132;
+  for (DType dtype : {DType::kBF16, DType::kFP8E4M3}) {
+    for (int s_q = 67; s_q <= 1024; ++s_q) {
+      DenseDecodeShape shape;
+      shape.batch = 4;
+      shape.s_q = s_q;
+      shape.h_q = 128;
+      shape.max_pages_per_seq = 64;
+      shape.num_pages = 256;
+      shape.q_dtype = shape.kv_dtype = dtype;
+      shape.out_dtype = DType::kBF16;
+      DecodePlan plan;
+      ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok()) << "s_q " << s_q;
+      EXPECT_EQ(plan.num_parts, 1);
+      EXPECT_EQ(plan.num_slots, 0);
+      EXPECT_EQ(plan.workspace.partial_o.bytes, 0u);
+      std::vector<int32_t> lengths = random_lengths(rng, shape.batch, 4096);
+      ItemLengths item_lengths = plan.lengths;
+      item_lengths.lengths = lengths.data();
+      HostSchedule schedule;
+      ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
+      ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+    }
+  }
+}
+
+// Split accumulators are bounded by the part count, never by the batch:
+// at h_q = 128, s_q <= 2 on 132 SMs the whole workspace stays under 64 MiB.
+TEST(WorkspaceBound, DeepSeekShapesStayUnder64MiBForEveryBatch) {
+  DeviceInfo device;
+  device.num_sms = 132;
+  for (int s_q = 1; s_q <= 2; ++s_q) {
+    for (int batch = 1; batch <= 16384; ++batch) {
+      DenseDecodeShape dense;
+      dense.batch = batch;
+      dense.s_q = s_q;
+      dense.h_q = 128;
+      dense.max_pages_per_seq = 16384;  // 1M tokens of context
+      dense.num_pages = 1 << 20;
+      DecodePlan plan;
+      ASSERT_TRUE(plan_dense_decode(dense, device, &plan).is_ok());
+      ASSERT_LE(plan.workspace.total_bytes, 64 * kMiB) << "dense batch " << batch << " s_q " << s_q;
+
+      SparseDecodeShape sparse;
+      sparse.batch = batch;
+      sparse.s_q = s_q;
+      sparse.h_q = 128;
+      sparse.topk = 2048;
+      sparse.num_pages = 1 << 16;
+      ASSERT_TRUE(plan_sparse_decode(sparse, device, &plan).is_ok());
+      ASSERT_LE(plan.workspace.total_bytes, 64 * kMiB) << "sparse batch " << batch << " s_q " << s_q;
+    }
+  }
+}
+
+// The header's formula is what the layout uses, and it does not grow with batch.
+TEST(WorkspaceBound, PartialBytesFollowTheHeaderFormula) {
+  DeviceInfo device;
+  device.num_sms = 132;
+  for (int batch : {1, 7, 128, 4096, 16384}) {
+    DenseDecodeShape shape;
+    shape.batch = batch;
+    shape.h_q = 128;
+    shape.max_pages_per_seq = 64;
+    shape.num_pages = 64;
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
+    EXPECT_EQ(plan.num_parts, 66);  // two 64-row tiles share each part's KV range
+    EXPECT_EQ(plan.workspace.partial_o.bytes + plan.workspace.partial_lse.bytes,
+              partial_accumulator_bytes(plan.num_parts, plan.rows_per_item, plan.d_v));
+    EXPECT_EQ(plan.workspace.partial_o.bytes, size_t(2 * 65) * 128 * 512 * 4);
+    EXPECT_EQ(plan.workspace.total_bytes % kWorkspaceAlignment, 0u);
+  }
+}
+
+// Forcing one part is the no-split path: no accumulators, no partial flags.
+TEST(SchedulerExamples, OnePartNeverSplits) {
+  DeviceInfo device;
+  DenseDecodeShape shape;
+  shape.batch = 5;
+  shape.h_q = 16;
+  shape.max_pages_per_seq = 32;
+  shape.num_pages = 160;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 1}).is_ok());
+  EXPECT_EQ(plan.num_slots, 0);
+  EXPECT_EQ(plan.workspace.partial_o.bytes + plan.workspace.partial_lse.bytes, 0u);
+  std::vector<int32_t> lengths = {2048, 0, 1, 65, 1000};
+  ItemLengths item_lengths = plan.lengths;
+  item_lengths.lengths = lengths.data();
+  HostSchedule schedule;
+  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
+  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  const PartWork& part = schedule.parts[0];
+  EXPECT_EQ(part.flags, 0);
+  EXPECT_EQ(part.begin_item, 0);
+  EXPECT_EQ(part.end_item, 4);
+  EXPECT_EQ(part.end_block, 16);  // ceil(1000 / 64)
+  EXPECT_EQ(schedule.combine[0].num_pieces, 0);
+}
+
+// One long request over many parts: consecutive slots, one combine entry.
+TEST(SchedulerExamples, LongRequestSplitsIntoConsecutiveSlots) {
+  DeviceInfo device;
+  device.num_sms = 8;
+  DenseDecodeShape shape;
+  shape.batch = 1;
+  shape.h_q = 16;
+  shape.max_pages_per_seq = 1024;
+  shape.num_pages = 1024;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
+  ASSERT_EQ(plan.num_parts, 8);
+  std::vector<int32_t> lengths = {64 * 1000};
+  ItemLengths item_lengths = plan.lengths;
+  item_lengths.lengths = lengths.data();
+  HostSchedule schedule;
+  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
+  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  EXPECT_EQ(schedule.combine[0].item, 0);
+  EXPECT_EQ(schedule.combine[0].first_slot, 0);
+  EXPECT_EQ(schedule.combine[0].num_pieces, 8);
+  for (int p = 0; p < 8; ++p) EXPECT_EQ(part_item_slot(schedule.parts[p], 0), p);
+}
+
+// Tiny calls use few parts (the rest are empty) instead of one-block pieces.
+TEST(SchedulerExamples, ShortCallUsesFewParts) {
+  DeviceInfo device;
+  DenseDecodeShape shape;
+  shape.batch = 1;
+  shape.h_q = 16;
+  shape.max_pages_per_seq = 16;
+  shape.num_pages = 16;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
+  std::vector<int32_t> lengths = {1024};
+  ItemLengths item_lengths = plan.lengths;
+  item_lengths.lengths = lengths.data();
+  HostSchedule schedule;
+  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
+  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  int busy = 0;
+  for (const PartWork& part : schedule.parts) busy += (part.flags & kPartEmpty) ? 0 : 1;
+  EXPECT_EQ(busy, (16 + kItemOverheadBlocks) / kMinPartCostBlocks);
+}
+
+// check_plan itself must catch broken schedules (a checker that cannot fail is no test).
+TEST(CheckPlan, RejectsBrokenSchedules) {
+  DeviceInfo device;
+  device.num_sms = 16;
+  DenseDecodeShape shape;
+  shape.batch = 6;
+  shape.h_q = 16;
+  shape.max_pages_per_seq = 64;
+  shape.num_pages = 384;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
+  std::vector<int32_t> lengths = {4096, 0, 700, 3000, 64, 1};
+  ItemLengths item_lengths = plan.lengths;
+  item_lengths.lengths = lengths.data();
+  HostSchedule good;
+  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &good).is_ok());
+  ASSERT_TRUE(check_plan(plan, item_lengths, good).is_ok());
+
+  int first_split = -1;
+  for (int p = 0; p < plan.num_parts; ++p) {
+    if (good.combine[size_t(p)].num_pieces > 0) { first_split = p; break; }
+  }
+  ASSERT_GE(first_split, 0);
+  std::vector<std::function<void(HostSchedule&)>> breakages = {
+      [](HostSchedule& s) { s.parts[1].begin_block += 1; },                       // gap
+      [](HostSchedule& s) { s.parts[0].end_block = 0; },                          // empty range
+      [](HostSchedule& s) { s.parts.back() = PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}}; },  // lost tail
+      [&](HostSchedule& s) { s.combine[size_t(first_split)].num_pieces += 1; },   // wrong count
+      [&](HostSchedule& s) { s.combine[size_t(first_split)] = CombineEntry{-1, -1, 0, 0}; },  // lost entry
+      [&](HostSchedule& s) { s.parts[size_t(first_split)].flags = 0; },          // split not flagged
+      [](HostSchedule& s) { s.parts.pop_back(); },                                // wrong size
+  };
+  for (size_t k = 0; k < breakages.size(); ++k) {
+    HostSchedule broken = good;
+    breakages[k](broken);
+    EXPECT_FALSE(check_plan(plan, item_lengths, broken).is_ok()) << "breakage " << k;
+  }
+  DecodePlan zero_parts = plan;
+  zero_parts.num_parts = 0;
+  EXPECT_FALSE(check_plan(zero_parts, item_lengths, good).is_ok());
+}
+
+}  // namespace
+}  // namespace openmla
