@@ -1,0 +1,312 @@
+// openmla_bench: times the decode kernels with CUDA events (L2 flushed before
+// every timed run, median of --iters >= 20) and reports each case against the
+// copy bandwidth and bf16 GEMM rate measured in the same process.
+//   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING]
+// Cases are listed in dense_cases() below; "graph" cases time CUDA-graph replays
+// of a whole decode call (schedule + attention + combine), so host launch
+// overhead is excluded.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "openmla/openmla.h"
+
+namespace {
+
+#define BENCH_CUDA(call)                                                                       \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+void check(const openmla::Status& status, const char* what) {
+  if (!status.is_ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, status.message().c_str());
+    std::exit(1);
+  }
+}
+
+// ---- device fills: random bf16 (never zeros), NaN poison -----------------------
+__global__ void fill_random_bf16(__nv_bfloat16* data, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed ^ uint32_t(i >> 32) * 40503u;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+    data[i] = __float2bfloat16((float(h & 0xffffff) / 16777216.f - 0.5f) * scale);
+  }
+}
+
+// NaN into the slots of each request's last page past its length.
+__global__ void poison_page_tails(__nv_bfloat16* kv, const int32_t* block_table, const int32_t* seqlens,
+                                  int max_pages, int page_size, int row_elems) {
+  const int b = blockIdx.x;
+  const int len = seqlens[b];
+  const int used_in_last = len % page_size;
+  if (len == 0 || used_in_last == 0) return;
+  const int page = block_table[size_t(b) * max_pages + (len - 1) / page_size];
+  __nv_bfloat16* tail = kv + (size_t(page) * page_size + used_in_last) * row_elems;
+  const size_t n = size_t(page_size - used_in_last) * row_elems;
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) tail[i] = __float2bfloat16(NAN);
+}
+
+struct Timer {
+  cudaEvent_t start, stop;
+  void* flush = nullptr;
+  size_t flush_bytes = size_t(256) << 20;  // > 4x the 60 MB L2
+  Timer() {
+    BENCH_CUDA(cudaEventCreate(&start));
+    BENCH_CUDA(cudaEventCreate(&stop));
+    BENCH_CUDA(cudaMalloc(&flush, flush_bytes));
+  }
+  // Median over `iters` runs of fn, each after an L2 flush.
+  template <class Fn>
+  double median_us(int iters, Fn&& fn) {
+    fn();  // warm-up
+    BENCH_CUDA(cudaDeviceSynchronize());
+    std::vector<double> times;
+    for (int i = 0; i < iters; ++i) {
+      BENCH_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+      BENCH_CUDA(cudaEventRecord(start));
+      fn();
+      BENCH_CUDA(cudaEventRecord(stop));
+      BENCH_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      times.push_back(ms * 1000.0);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+};
+
+// ---- ceilings ---------------------------------------------------------------------
+double measure_copy_gbps(Timer& timer, int iters) {
+  const size_t bytes = size_t(2) << 30;
+  void *src, *dst;
+  BENCH_CUDA(cudaMalloc(&src, bytes));
+  BENCH_CUDA(cudaMalloc(&dst, bytes));
+  fill_random_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(src), bytes / 2, 7, 1.f);
+  const double us = timer.median_us(iters, [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+  BENCH_CUDA(cudaFree(src));
+  BENCH_CUDA(cudaFree(dst));
+  return 2.0 * double(bytes) / (us * 1e-6) / 1e9;  // read + write
+}
+
+double measure_gemm_tflops(Timer& timer, int iters) {
+  const int n = 8192;
+  __nv_bfloat16 *a, *b, *c;
+  BENCH_CUDA(cudaMalloc(&a, size_t(n) * n * 2));
+  BENCH_CUDA(cudaMalloc(&b, size_t(n) * n * 2));
+  BENCH_CUDA(cudaMalloc(&c, size_t(n) * n * 2));
+  fill_random_bf16<<<1024, 256>>>(a, size_t(n) * n, 11, 1.f);
+  fill_random_bf16<<<1024, 256>>>(b, size_t(n) * n, 13, 1.f);
+  cublasHandle_t handle;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) { std::fprintf(stderr, "cublasCreate failed\n"); std::exit(1); }
+  const float alpha = 1.f, beta = 0.f;
+  const double us = timer.median_us(iters, [&] {
+    cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta, c,
+                 CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  });
+  cublasDestroy(handle);
+  BENCH_CUDA(cudaFree(a));
+  BENCH_CUDA(cudaFree(b));
+  BENCH_CUDA(cudaFree(c));
+  return 2.0 * n * double(n) * n / (us * 1e-6) / 1e12;
+}
+
+// ---- dense decode cases -------------------------------------------------------------
+struct DenseCase {
+  int batch, h_q, s_q, s_k;
+  bool variable_lengths;  // normal around s_k (sd s_k / 2, at least s_q); else exactly s_k
+  bool graph;             // time CUDA-graph replays
+  int page_size = 64;
+  std::string name() const {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "dense b=%d h_q=%d s_q=%d s_k=%d%s%s p=%d", batch, h_q, s_q, s_k,
+                  variable_lengths ? "~" : "", graph ? " graph" : "", page_size);
+    return buf;
+  }
+};
+
+std::vector<DenseCase> dense_cases() {
+  std::vector<DenseCase> cases;
+  for (int s_k : {4096, 16384})
+    for (int h_q : {16, 32, 64, 128})
+      for (int s_q : {1, 2}) cases.push_back({128, h_q, s_q, s_k, true, false});
+  for (int page : {16, 32, 128}) cases.push_back({128, 16, 1, 16384, true, false, page});
+  for (int batch : {1, 32, 128})
+    for (int h_q : {16, 128})
+      for (int s_q : {1, 4}) cases.push_back({batch, h_q, s_q, 1024, false, true});
+  return cases;
+}
+
+struct Result {
+  std::string name;
+  double us, tflops, gbps;
+};
+
+Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Timer& timer, int iters) {
+  using namespace openmla;
+  std::mt19937 rng(uint32_t(c.batch * 131 + c.h_q * 7 + c.s_q + c.s_k));
+  std::normal_distribution<double> normal(c.s_k, c.s_k / 2.0);
+  std::vector<int32_t> seqlens(size_t(c.batch));
+  for (auto& len : seqlens) {
+    len = c.variable_lengths ? int32_t(std::clamp(std::lround(normal(rng)), long(c.s_q), long(4 * c.s_k))) : c.s_k;
+  }
+  const int max_len = *std::max_element(seqlens.begin(), seqlens.end());
+  const int max_pages = (max_len + c.page_size - 1) / c.page_size;
+  std::vector<int32_t> block_table(size_t(c.batch) * max_pages, 2147480000);  // garbage past the last page
+  int num_pages = 0;
+  for (int b = 0; b < c.batch; ++b) {
+    for (int p = 0; p < (seqlens[size_t(b)] + c.page_size - 1) / c.page_size; ++p) {
+      block_table[size_t(b) * max_pages + p] = num_pages++;
+    }
+  }
+  std::vector<int32_t> order(size_t(num_pages));  // shuffle the page ids
+  for (int i = 0; i < num_pages; ++i) order[size_t(i)] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (auto& page : block_table) if (page != 2147480000) page = order[size_t(page)];
+
+  DenseDecodeShape shape;
+  shape.batch = c.batch;
+  shape.s_q = c.s_q;
+  shape.h_q = c.h_q;
+  shape.page_size = c.page_size;
+  shape.num_pages = num_pages;
+  shape.max_pages_per_seq = max_pages;
+  DecodePlan plan;
+  check(plan_dense_decode(shape, device, &plan), "plan_dense_decode");
+
+  const size_t q_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimQK;      // [b, s_q, h_q, 576]
+  const size_t kv_elems = size_t(num_pages) * c.page_size * kHeadDimQK;     // [pages, page, 1, 576]
+  const size_t out_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimV;     // [b, s_q, h_q, 512]
+  __nv_bfloat16 *q, *kv, *out;
+  float* lse;
+  int32_t *d_table, *d_seqlens;
+  void* workspace;
+  BENCH_CUDA(cudaMalloc(&q, q_elems * 2));
+  BENCH_CUDA(cudaMalloc(&kv, kv_elems * 2));
+  BENCH_CUDA(cudaMalloc(&out, out_elems * 2));
+  BENCH_CUDA(cudaMalloc(&lse, size_t(c.batch) * c.h_q * c.s_q * 4));
+  BENCH_CUDA(cudaMalloc(&d_table, block_table.size() * 4));
+  BENCH_CUDA(cudaMalloc(&d_seqlens, seqlens.size() * 4));
+  BENCH_CUDA(cudaMalloc(&workspace, std::max<size_t>(plan.workspace.total_bytes, 256)));
+  fill_random_bf16<<<1024, 256>>>(q, q_elems, 1, 1.f);
+  fill_random_bf16<<<4096, 256>>>(kv, kv_elems, 2, 1.f);
+  BENCH_CUDA(cudaMemcpy(d_table, block_table.data(), block_table.size() * 4, cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_seqlens, seqlens.data(), seqlens.size() * 4, cudaMemcpyHostToDevice));
+  poison_page_tails<<<c.batch, 256>>>(kv, d_table, d_seqlens, max_pages, c.page_size, kHeadDimQK);
+  BENCH_CUDA(cudaGetLastError());
+
+  DenseDecodeParams params;
+  params.shape = shape;
+  params.q = q;
+  params.q_stride_h = kHeadDimQK;
+  params.q_stride_s = int64_t(c.h_q) * kHeadDimQK;
+  params.q_stride_b = c.s_q * params.q_stride_s;
+  params.kv_cache = kv;
+  params.kv_stride_head = kHeadDimQK;
+  params.kv_stride_token = kHeadDimQK;
+  params.kv_stride_page = int64_t(c.page_size) * kHeadDimQK;
+  params.block_table = d_table;
+  params.block_table_stride_b = max_pages;
+  params.seqlens = d_seqlens;
+  params.out = out;
+  params.out_stride_h = kHeadDimV;
+  params.out_stride_s = int64_t(c.h_q) * kHeadDimV;
+  params.out_stride_b = c.s_q * params.out_stride_s;
+  params.lse = lse;
+  params.lse_stride_h = c.s_q;
+  params.lse_stride_b = int64_t(c.h_q) * c.s_q;
+  params.softmax_scale = 1.f / std::sqrt(float(kHeadDimQK));
+  params.causal = c.s_q > 1;
+
+  auto call = [&] { check(dense_decode_run(params, plan, workspace, plan.workspace.total_bytes, nullptr), "run"); };
+  double us = 0;
+  if (c.graph) {
+    cudaStream_t stream;
+    BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    check(dense_decode_run(params, plan, workspace, plan.workspace.total_bytes, stream), "run (capture)");
+    BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+    BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    us = timer.median_us(iters, [&] { BENCH_CUDA(cudaGraphLaunch(exec, nullptr)); });
+    BENCH_CUDA(cudaGraphExecDestroy(exec));
+    BENCH_CUDA(cudaGraphDestroy(graph));
+    BENCH_CUDA(cudaStreamDestroy(stream));
+  } else {
+    us = timer.median_us(iters, call);
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+
+  double mean_len = 0;
+  for (int len : seqlens) mean_len += len;
+  mean_len /= c.batch;
+  const double flops = double(c.batch) * c.s_q * c.h_q * (2.0 * kHeadDimQK + 2.0 * kHeadDimV) * mean_len;
+  const double bytes = 2.0 * (double(q_elems) + double(out_elems) + mean_len * c.batch * kHeadDimQK);
+  for (void* p : {(void*)q, (void*)kv, (void*)out, (void*)lse, (void*)d_table, (void*)d_seqlens, workspace}) {
+    BENCH_CUDA(cudaFree(p));
+  }
+  return Result{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path, filter;
+  int iters = 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (arg == "--iters" && i + 1 < argc) iters = std::max(20, std::atoi(argv[++i]));
+    else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
+    else { std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING]\n", argv[0]); return 2; }
+  }
+  openmla::DeviceInfo device;
+  check(openmla::query_device_info(0, &device), "query_device_info");
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  Timer timer;
+  const double copy_gbps = measure_copy_gbps(timer, iters);
+  const double gemm_tflops = measure_gemm_tflops(timer, iters);
+  std::printf("device: %s, %d SMs; ceilings this run: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name,
+              device.num_sms, copy_gbps, gemm_tflops);
+  std::printf("%-48s %10s %9s %9s %8s %8s\n", "case", "us", "TFLOP/s", "GB/s", "%copy", "%gemm");
+  std::vector<Result> results;
+  for (const DenseCase& c : dense_cases()) {
+    if (!filter.empty() && c.name().find(filter) == std::string::npos) continue;
+    const Result r = run_dense_case(c, device, timer, iters);
+    std::printf("%-48s %10.1f %9.1f %9.0f %7.1f%% %7.1f%%\n", r.name.c_str(), r.us, r.tflops, r.gbps,
+                100.0 * r.gbps / copy_gbps, 100.0 * r.tflops / gemm_tflops);
+    std::fflush(stdout);
+    results.push_back(r);
+  }
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr) { std::perror(json_path.c_str()); return 1; }
+    std::fprintf(f, "{\n  \"device\": \"%s\", \"num_sms\": %d, \"copy_gbps\": %.1f, \"gemm_tflops\": %.1f,\n",
+                 prop.name, device.num_sms, copy_gbps, gemm_tflops);
+    std::fprintf(f, "  \"iters\": %d,\n  \"cases\": [\n", iters);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      std::fprintf(f, "    {\"case\": \"%s\", \"us\": %.2f, \"tflops\": %.2f, \"gbps\": %.1f, \"copy_ratio\": %.4f, "
+                   "\"gemm_ratio\": %.4f}%s\n", r.name.c_str(), r.us, r.tflops, r.gbps, r.gbps / copy_gbps,
+                   r.tflops / gemm_tflops, i + 1 < results.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+  }
+  return 0;
+}

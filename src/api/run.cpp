@@ -1,0 +1,120 @@
+// run() entries: validate, rebuild the schedule on the GPU, launch the family's
+// kernel, then the combine when anything can be split. Never allocates.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "api/validate.h"
+#include "kernels/common/combine/launch.h"
+#include "kernels/common/schedule/launch.h"
+#include "kernels/common/workspace.h"
+#include "kernels/sm90/decode_dense/launch.h"
+#include "openmla/openmla.h"
+
+namespace openmla {
+namespace {
+
+// A plan made for other shapes would index the workspace wrongly.
+Status check_plan_matches(const char* entry, const DecodePlan& plan, int num_items, int rows_per_item,
+                          int num_q_groups, int max_length) {
+  if (plan.num_items != num_items || plan.rows_per_item != rows_per_item ||
+      plan.num_q_groups != num_q_groups || plan.lengths.max_length != max_length || plan.num_parts < 1) {
+    return Status::invalid_argument(
+        std::string(entry) + ": argument 'plan' was made for other shapes: got num_items = " +
+        std::to_string(plan.num_items) + ", rows_per_item = " + std::to_string(plan.rows_per_item) +
+        ", num_q_groups = " + std::to_string(plan.num_q_groups) + ", expected " + std::to_string(num_items) +
+        ", " + std::to_string(rows_per_item) + ", " + std::to_string(num_q_groups) +
+        " (call the matching plan_* with the same shape)");
+  }
+  return Status::ok();
+}
+
+CombineParams combine_params_for(const DecodePlan& plan, const kernels::DecodeWorkspace& workspace, int batch,
+                                 int s_q, int h_q, DType out_dtype) {
+  CombineParams combine;
+  combine.batch = batch;
+  combine.s_q = s_q;
+  combine.h_q = h_q;
+  combine.d_v = plan.d_v;
+  combine.q_tokens_per_item = plan.q_tokens_per_item;
+  combine.num_entries = plan.num_parts;
+  combine.num_slots = plan.num_slots;
+  combine.entries = workspace.schedule.combine;
+  combine.partial_o = workspace.partial_o;
+  combine.partial_lse = workspace.partial_lse;
+  combine.out_dtype = out_dtype;
+  return combine;
+}
+
+}  // namespace
+
+Status query_device_info(int device, DeviceInfo* info) {
+  if (info == nullptr) return Status::invalid_argument("query_device_info: argument 'info' is null: expected a DeviceInfo*");
+  cudaDeviceProp prop{};
+  const cudaError_t error = cudaGetDeviceProperties(&prop, device);
+  if (error != cudaSuccess) {
+    return Status::cuda_error("query_device_info: cudaGetDeviceProperties(" + std::to_string(device) +
+                              ") failed: " + cudaGetErrorString(error));
+  }
+  info->num_sms = prop.multiProcessorCount;
+  info->max_smem_per_block = int(prop.sharedMemPerBlockOptin);
+  info->cc_major = prop.major;
+  info->cc_minor = prop.minor;
+  return Status::ok();
+}
+
+Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan, void* workspace,
+                        size_t workspace_bytes, cudaStream_t stream) {
+  constexpr const char* kEntry = "dense_decode_run";
+  OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
+  const DenseDecodeShape& shape = params.shape;
+  const int rows_per_kv_head = shape.s_q * (shape.h_q / shape.h_kv);
+  const int m_tiles = (rows_per_kv_head + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
+  OPENMLA_RETURN_IF_ERROR(check_plan_matches(kEntry, plan, shape.batch, shape.s_q * shape.h_q,
+                                             shape.h_kv * m_tiles, shape.max_pages_per_seq * shape.page_size));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
+  if (shape.kv_dtype == DType::kFP8E4M3) {
+    return Status::not_supported(std::string(kEntry) +
+                                 ": kv_dtype fp8_e4m3 has no GPU kernel yet: got fp8_e4m3, supported: bf16, fp16 "
+                                 "(the CPU reference supports fp8)");
+  }
+
+  const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
+  ItemLengths lengths = plan.lengths;
+  lengths.lengths = params.seqlens;
+  OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
+  OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
+                                                        views.partial_lse, stream));
+  if (plan.num_slots == 0) return Status::ok();  // nothing can be split: no combine launch
+
+  CombineParams combine = combine_params_for(plan, views, shape.batch, shape.s_q, shape.h_q, shape.out_dtype);
+  combine.out = params.out;
+  combine.out_stride_b = params.out_stride_b;
+  combine.out_stride_s = params.out_stride_s;
+  combine.out_stride_h = params.out_stride_h;
+  combine.lse = params.lse;
+  combine.lse_stride_b = params.lse_stride_b;
+  combine.lse_stride_h = params.lse_stride_h;
+  return kernels::combine::launch(combine, plan.rows_per_item, stream);
+}
+
+Status combine_run(const CombineParams& params, cudaStream_t stream) {
+  OPENMLA_RETURN_IF_ERROR(detail::validate_combine("combine_run", params));
+  return kernels::combine::launch(params, params.q_tokens_per_item * params.h_q, stream);
+}
+
+Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan&, void*, size_t, cudaStream_t) {
+  OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode("sparse_decode_run", params));
+  return Status::not_supported(
+      "sparse_decode_run: the sparse FP8 decode GPU kernel is not implemented yet (use reference_sparse_decode "
+      "on the CPU)");
+}
+
+Status sparse_prefill_run(const SparsePrefillParams& params, cudaStream_t) {
+  OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_prefill("sparse_prefill_run", params));
+  return Status::not_supported(
+      "sparse_prefill_run: the sparse prefill GPU kernel is not implemented yet (use reference_sparse_prefill "
+      "on the CPU)");
+}
+
+}  // namespace openmla

@@ -1,0 +1,21 @@
+// Host entry of the sm90 dense decode attention kernel (BF16/FP16 paged KV).
+// The api layer has validated params and placed the schedule in the workspace.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "openmla/params.h"
+#include "openmla/plan.h"
+#include "openmla/schedule.h"
+#include "openmla/status.h"
+
+namespace openmla::kernels::decode_dense {
+
+// Launch the attention kernel: grid (plan.num_q_groups, plan.num_parts).
+//   parts:       [plan.num_parts] device schedule, already filled on `stream`
+//   partial_o:   [plan.num_slots, plan.rows_per_item, 512] fp32 (null when num_slots == 0)
+//   partial_lse: [plan.num_slots, plan.rows_per_item]      fp32 (null when num_slots == 0)
+Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
+              float* partial_o, float* partial_lse, cudaStream_t stream);
+
+}  // namespace openmla::kernels::decode_dense
