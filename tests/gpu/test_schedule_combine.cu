@@ -162,7 +162,7 @@ TEST(CombineGpu, MatchesReferenceCombine) {
     for (size_t i = 0; i < partial_lse.size(); ++i) {
       partial_lse[i] = (i % 7 == 0 || i % rows == 1) ? -INFINITY : 3.f * normal(rng);  // row 1: all empty
     }
-    std::vector<float> sink(size_t(h_q));
+    std::vector<float> sink(static_cast<size_t>(h_q));
     for (auto& x : sink) x = normal(rng);
     sink[0] = INFINITY;
 
