@@ -1,6 +1,7 @@
 // Argument validation for every public entry. Each check returns a Status whose
 // message names the entry, the argument, what it got and what was expected:
-//   "dense_decode: argument 'h_q' = 100 must be a multiple of h_kv = 3"
+//   "dense_decode_run: argument 'h_q' must be a multiple of h_kv: got h_q = 100, h_kv = 3,
+//    expected h_q % h_kv == 0"
 // The planner calls the *_shape checks; can_implement, run and the CPU
 // reference call the full checks.
 #pragma once
