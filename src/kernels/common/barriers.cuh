@@ -1,0 +1,74 @@
+// Synchronisation primitives for sm90 kernels: mbarriers (transaction-count
+// barriers that TMA completes), named barriers between warpgroups, and the
+// proxy fence that orders generic-proxy smem writes before async-proxy reads
+// (WGMMA operands, TMA stores).
+//
+// PTX ISA references:
+//   mbarrier:        https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-mbarrier
+//   bar.sync/arrive: https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-bar
+//   fence.proxy:     https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-membar
+#pragma once
+
+#include <cstdint>
+
+namespace openmla::kernels::common {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// ---- mbarrier -------------------------------------------------------------------
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrive_count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrive_count)
+               : "memory");
+}
+
+// Makes mbarrier.init visible to the async proxy (TMA) and the other threads.
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile(
+      "{\n\t.reg .b64 state;\n\t"
+      "mbarrier.arrive.shared::cta.b64 state, [%0];\n\t}" ::"r"(smem_u32(bar))
+      : "memory");
+}
+
+// One arrival that also raises the phase's expected transaction bytes.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile(
+      "{\n\t.reg .b64 state;\n\t"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n\t}" ::"r"(smem_u32(bar)),
+      "r"(bytes)
+      : "memory");
+}
+
+// Blocks until the phase with parity `phase` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n\t"
+      "wait_%=:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra wait_%=;\n\t}" ::"r"(smem_u32(bar)),
+      "r"(phase)
+      : "memory");
+}
+
+// ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------
+__device__ __forceinline__ void named_barrier_sync(int id, int num_threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(num_threads) : "memory");
+}
+
+__device__ __forceinline__ void named_barrier_arrive(int id, int num_threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(num_threads) : "memory");
+}
+
+// ---- proxy fence ------------------------------------------------------------------
+// Each thread that wrote smem with ordinary stores that WGMMA or TMA reads next
+// runs this before the barrier that publishes the data.
+__device__ __forceinline__ void fence_view_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+}  // namespace openmla::kernels::common

@@ -1,0 +1,98 @@
+// Online (streaming) softmax over WGMMA accumulator fragments.
+//
+// An sm90 64xN fp32 accumulator gives each thread 2 rows; the N columns of a
+// row are spread over the 4 lanes of a quad (lanes 4k..4k+3), see the
+// "wgmma 64xNx16 D fragment" figure:
+//   https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d
+// Row reductions therefore finish with two xor-shuffles inside the quad.
+//
+// Everything runs in the log2 domain: s2 = softmax_scale * log2(e) * s, so the
+// exponentials are single ex2 instructions. Masked entries are -inf on entry.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include <cmath>
+
+namespace openmla::kernels::common {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// View a ((2, 2, V), MMA_M, MMA_N) sm90 accumulator layout as
+// ((2, MMA_M) rows, (2, V, MMA_N) cols), so row i of the view is one query row.
+template <class Layout>
+__host__ __device__ constexpr auto accumulator_rowcol_layout(Layout layout) {
+  using namespace cute;
+  static_assert(rank(Layout{}) == 3, "expects ((2,2,V), MMA_M, MMA_N)");
+  return make_layout(make_layout(get<0, 1>(layout), get<1>(layout)),
+                     make_layout(get<0, 0>(layout), get<0, 2>(layout), get<2>(layout)));
+}
+
+template <class Tensor>
+__host__ __device__ constexpr auto make_rowcol_view(Tensor&& tensor) {
+  return cute::make_tensor(tensor.data(), accumulator_rowcol_layout(tensor.layout()));
+}
+
+__device__ __forceinline__ float quad_allreduce_max(float value) {
+  value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
+  return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
+}
+
+__device__ __forceinline__ float quad_allreduce_sum(float value) {
+  value += __shfl_xor_sync(0xffffffffu, value, 1);
+  return value + __shfl_xor_sync(0xffffffffu, value, 2);
+}
+
+template <int kRows>
+struct OnlineSoftmax {
+  float row_max[kRows];  // running max of s2 over the row (-inf: nothing seen yet)
+  float row_sum[kRows];  // running sum of exp2(s2 - row_max), this thread's columns only
+
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      row_max[i] = -INFINITY;
+      row_sum[i] = 0.0f;
+    }
+  }
+
+  // s_rc: (kRows, cols) fp32 scores, masked entries -inf. Overwrites them with
+  // P = exp2(s2 - new_max) and returns, per row, the factor the running O must
+  // be multiplied by before P.V is added (0 while the row has seen nothing).
+  template <class TensorS>
+  __device__ __forceinline__ void update(TensorS& s_rc, float scale_log2, float (&row_scale)[kRows]) {
+    using namespace cute;
+    static_assert(decltype(size<0>(s_rc))::value == kRows, "row count mismatch");
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      float block_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < size<1>(s_rc); ++j) block_max = fmaxf(block_max, s_rc(i, j));
+      // NOTE: scale_log2 > 0, so scaling after the max is exact and keeps -inf.
+      block_max = quad_allreduce_max(block_max) * scale_log2;
+      const float new_max = fmaxf(row_max[i], block_max);
+      // A row with nothing visible yet keeps max -inf; subtract 0 instead so
+      // exp2(-inf - (-inf)) never produces NaN.
+      const float max_offset = new_max == -INFINITY ? 0.0f : new_max;
+      row_scale[i] = exp2f(row_max[i] - max_offset);
+      row_max[i] = new_max;
+      float block_sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < size<1>(s_rc); ++j) {
+        const float p = exp2f(fmaf(s_rc(i, j), scale_log2, -max_offset));
+        s_rc(i, j) = p;
+        block_sum += p;
+      }
+      row_sum[i] = row_sum[i] * row_scale[i] + block_sum;
+    }
+  }
+
+  // Whole-row sums (every lane of the quad gets the same value).
+  __device__ __forceinline__ void total_sums(float (&sums)[kRows]) const {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) sums[i] = quad_allreduce_sum(row_sum[i]);
+  }
+};
+
+}  // namespace openmla::kernels::common

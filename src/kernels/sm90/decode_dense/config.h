@@ -1,0 +1,96 @@
+// Tile constants, warp roles and the kernel's parameter block for the sm90
+// dense decode kernel (BF16/FP16 paged KV). Host-and-device; no CuTe here so
+// launch.cu stays light. Design: docs/kernels/decode_dense.md.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (header only; the driver entry is fetched at run time)
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "openmla/schedule.h"
+#include "openmla/status.h"
+#include "openmla/types.h"
+
+namespace openmla::kernels::decode_dense {
+
+// ---- tiles --------------------------------------------------------------------------
+inline constexpr int BLOCK_M = 64;                // packed query rows per CTA (one WGMMA M)
+inline constexpr int BLOCK_N = kKvBlockTokens;     // KV tokens per pipeline stage
+inline constexpr int HEAD_DIM_V = kHeadDimV;       // 512
+inline constexpr int HEAD_DIM_V_HALF = HEAD_DIM_V / 2;  // O columns per consumer warpgroup
+inline constexpr int kChunkCols = 64;             // 128-byte swizzle row = one TMA box width
+inline constexpr int kNumStages = 2;              // K/V ring depth (72 KB a stage at d_qk 576)
+static_assert(BLOCK_N == 64, "the schedule's KV block is 64 tokens");
+
+// ---- warp roles --------------------------------------------------------------------
+// warpgroup 0: producer. warp 0 lane 0 issues the K/V TMA loads; warps 1-3
+//              gather Q rows with cp.async (one tile per item).
+// warpgroup 1: S = Q.K^T, online softmax, P -> smem, O[:, 0:256) += P.V
+// warpgroup 2: O[:, 256:512) += P.V with P from smem
+inline constexpr int kWarpgroupThreads = 128;
+inline constexpr int kNumWarpgroups = 3;
+inline constexpr int kNumThreads = kNumWarpgroups * kWarpgroupThreads;
+inline constexpr int kQLoadWarps = 3;
+inline constexpr int kQLoadThreads = kQLoadWarps * 32;
+inline constexpr int kProducerRegs = 40;   // setmaxnreg after the role split
+inline constexpr int kConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 65536
+static_assert(kWarpgroupThreads * kProducerRegs + 2 * kWarpgroupThreads * kConsumerRegs <= 65536);
+
+// Named barriers (0 is __syncthreads).
+inline constexpr int kBarrierPFull = 1;     // WG1 published P/row scales (WG1 arrive, WG2 sync)
+inline constexpr int kBarrierPEmpty = 2;    // WG2 finished reading P (WG2 arrive, WG1 sync)
+inline constexpr int kBarrierSoftmaxWg = 3; // inside WG1 only
+inline constexpr int kBarrierPThreads = 2 * kWarpgroupThreads;
+
+// ---- paged KV ------------------------------------------------------------------------
+// A 64-token block is loaded as 64 / box_tokens TMA boxes per 64-column chunk,
+// box_tokens = min(page_size, 64); box starts stay on 1024-byte swizzle atoms.
+inline constexpr int kMinBoxTokens = 8;
+inline constexpr int kMaxBoxesPerBlock = BLOCK_N / kMinBoxTokens;
+
+// page_size 8, 16, 32 or any multiple of 64.
+constexpr bool page_size_supported(int page_size) {
+  return page_size == 8 || page_size == 16 || page_size == 32 ||
+         (page_size >= 64 && page_size % 64 == 0);
+}
+
+// ---- kernel parameters -----------------------------------------------------------------
+// Everything the kernel reads, passed by value as a __grid_constant__ so the
+// TMA descriptor lives in parameter space.
+struct KernelParams {
+  CUtensorMap tma_kv;  // 4-D (d_qk, h_kv, page_size, num_pages), box (64, 1, box_tokens, 1), 128B swizzle
+
+  const void* q;  // [batch, s_q, h_q, d_qk]
+  int64_t q_stride_b, q_stride_s, q_stride_h;
+
+  const int32_t* block_table;  // [batch, max_pages_per_seq]
+  int64_t block_table_stride_b;
+  const int32_t* seqlens;  // [batch]
+
+  void* out;  // [batch, s_q, h_q, 512]
+  int64_t out_stride_b, out_stride_s, out_stride_h;
+  float* lse;  // [batch, h_q, s_q]
+  int64_t lse_stride_b, lse_stride_h;
+
+  float* partial_o;    // [num_slots, rows_per_item, 512]; null when nothing splits
+  float* partial_lse;  // [num_slots, rows_per_item]
+  const PartWork* parts;  // [num_parts]
+
+  float scale_log2;  // softmax_scale * log2(e)
+  int s_q;
+  int h_q;
+  int heads_per_kv;     // h_q / h_kv
+  int rows_per_kv;      // s_q * heads_per_kv packed query rows per KV head
+  int num_m_tiles;      // ceil(rows_per_kv / 64)
+  int page_size;
+  int box_tokens;       // min(page_size, 64)
+  int max_length;       // max_pages_per_seq * page_size (lengths are clamped to it)
+  int causal;
+};
+
+// One instantiation per (dtype, d_qk): instantiations/<combo>.cu.
+template <DType kDType, int kHeadDimQK>
+Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+
+}  // namespace openmla::kernels::decode_dense

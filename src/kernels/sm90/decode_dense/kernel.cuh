@@ -1,0 +1,286 @@
+// sm90 dense MLA decode attention (BF16/FP16 paged KV cache).
+//
+// Computes, for one (query tile, KV head) = blockIdx.x and one SM part =
+// blockIdx.y of the split-KV schedule, softmax(scale * Q.K^T) V over the part's
+// (request, 64-token block) range, with Q the 64 packed query rows
+// (s, head) of the tile and K/V read through the block table.
+//
+// Warp roles (384 threads, one CTA per SM):
+//   WG0 producer (setmaxnreg 40): warp 0 lane 0 runs the K/V TMA ring; warps
+//       1-3 gather the item's Q tile with cp.async.
+//   WG1 softmax (setmaxnreg 232): S = Q.K^T (WGMMA 64x64x16, SS), mask, online
+//       softmax in registers, P -> smem (stmatrix), O[:, 0:256) += P.V (SS).
+//   WG2 (setmaxnreg 232): O[:, 256:512) += P.V with P and the row scales read
+//       from smem after WG1 publishes them.
+// Shared memory: Q 72 KB + 2 K/V stages 144 KB + P 8 KB + row stats (traits.h).
+// Pipeline depth: 2 K/V stages; one Q buffer (reloaded per item while the
+// previous item's softmax/P.V/epilogue still run).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <string>
+
+#include "kernels/common/barriers.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/sm90/decode_dense/config.h"
+#include "kernels/sm90/decode_dense/epilogue.cuh"
+#include "kernels/sm90/decode_dense/mainloop.cuh"
+#include "kernels/sm90/decode_dense/traits.h"
+
+namespace openmla::kernels::decode_dense {
+
+// ---- WG1: scores, softmax, left O half ------------------------------------------------------------
+template <class Traits>
+__device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork& part,
+                                      typename Traits::SharedStorage& smem, int kv_head, int m_tile,
+                                      int thread) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  using Loop = Mainloop<Traits>;
+  const int lane = thread % 32;
+
+  typename Traits::TiledMmaQK mma_qk;
+  typename Traits::TiledMmaPV mma_pv;
+  auto thr_qk = mma_qk.get_thread_slice(thread);
+  auto thr_pv = mma_pv.get_thread_slice(thread);
+
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});  // (64, d_qk)
+  Tensor sP = make_tensor(make_smem_ptr(smem.p), typename Traits::SmemLayoutP{});  // (64, 64)
+  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);                                    // (MMA, 1, d_qk/16)
+  Tensor tOrP = thr_pv.partition_fragment_A(sP);                                    // (MMA, 1, 4)
+
+  Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});          // (MMA, 1, 1) fp32
+  Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
+  Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) coords
+  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{}));
+  Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 32 cols)
+  Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 32 cols)
+  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
+
+  auto smem_copy_p = make_tiled_copy_C(typename Traits::SmemCopyAtomP{}, mma_qk);
+  auto thr_copy_p = smem_copy_p.get_thread_slice(thread);
+  Tensor tPsP = thr_copy_p.partition_D(sP);  // (CPY, CPY_M, CPY_N)
+
+  QueryRow rows[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) rows[i] = make_query_row(params, kv_head, m_tile, int(get<0>(tScS_rc(i, 0))));
+
+  common::OnlineSoftmax<2> softmax;
+  int block_counter = 0;
+  int item_counter = 0;
+  for (int item = part.begin_item; item <= part.end_item; ++item) {
+    const ItemBlocks blocks = item_blocks(params, part, item);
+    if (blocks.begin_block >= blocks.end_block) continue;
+    // Causal: query token s sees keys [0, length - s_q + s]; padding rows see nothing.
+    int row_limit[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      row_limit[i] = !rows[i].real ? 0
+                     : params.causal ? blocks.length - params.s_q + rows[i].s + 1
+                                     : blocks.length;
+    }
+    softmax.reset();
+    clear(tOrO);
+    common::mbarrier_wait(&smem.q_full, item_counter & 1);
+
+    for (int block = blocks.begin_block; block < blocks.end_block; ++block, ++block_counter) {
+      const int stage = block_counter % kNumStages;
+      const uint32_t phase = (block_counter / kNumStages) & 1;
+      const bool last = block == blocks.end_block - 1;
+      const int first_token = block * BLOCK_N;
+      Element* stage_base = smem.kv[stage];
+      common::mbarrier_wait(&smem.kv_full[stage], phase);
+
+      const int valid = block_valid_tokens(blocks.length, block);
+      if (valid < BLOCK_N) {
+        Loop::zero_tail_rows(stage_base, valid, thread);
+        common::fence_view_async_shared();
+        common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);
+      }
+
+      // ---- S = Q.K^T, then hand Q back once the item's last product is done ----
+      Loop::gemm_qk(mma_qk, tSrQ, stage_base, thread, tSrS);
+      if (last) {
+        __syncwarp();
+        if (lane == 0) common::mbarrier_arrive(&smem.q_empty);
+      }
+
+      // ---- mask + online softmax ----
+      Loop::mask_scores(tSrS_rc, tScS_rc, first_token, row_limit);
+      float row_scale[2];
+      softmax.update(tSrS_rc, params.scale_log2, row_scale);
+      Tensor tSrP = make_tensor_like<Element>(tSrS);  // (MMA, 1, 1) P in the input dtype
+#pragma unroll
+      for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
+      float row_sum[2] = {0.0f, 0.0f};
+      float norm[2] = {0.0f, 0.0f};
+      if (last) {
+        softmax.total_sums(row_sum);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) norm[i] = row_sum[i] > 0.0f ? 1.0f / row_sum[i] : 0.0f;
+      }
+
+      // ---- publish P and the row factors to WG2 ----
+      common::named_barrier_sync(kBarrierPEmpty, kBarrierPThreads);
+      copy(smem_copy_p, thr_copy_p.retile_S(tSrP), tPsP);
+      if (lane % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          smem.row_scale[rows[i].tile_row] = row_scale[i];
+          if (last) smem.row_norm[rows[i].tile_row] = norm[i];
+        }
+      }
+      common::fence_view_async_shared();
+      common::named_barrier_arrive(kBarrierPFull, kBarrierPThreads);
+      common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);  // all of P is in smem
+
+      // ---- O_left = O_left * scale + P.V_left ----
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int j = 0; j < size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
+      }
+      Loop::gemm_pv(mma_pv, tOrP, stage_base, thread, tOrO);
+      __syncwarp();
+      if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
+
+      if (last) {
+        Epilogue<Traits>::store_o(params, item, blocks, tOrO, tOcO, rows, norm, 0);
+        Epilogue<Traits>::store_lse(params, item, blocks, rows, softmax.row_max, row_sum, lane);
+      }
+    }
+    ++item_counter;
+  }
+}
+
+// ---- WG2: right O half ----------------------------------------------------------------------------
+template <class Traits>
+__device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& part,
+                                 typename Traits::SharedStorage& smem, int kv_head, int m_tile, int thread) {
+  using namespace cute;
+  using Loop = Mainloop<Traits>;
+  const int lane = thread % 32;
+
+  typename Traits::TiledMmaPV mma_pv;
+  auto thr_pv = mma_pv.get_thread_slice(thread);
+  Tensor sP = make_tensor(make_smem_ptr(smem.p), typename Traits::SmemLayoutP{});  // (64, 64)
+  Tensor tOrP = thr_pv.partition_fragment_A(sP);                                    // (MMA, 1, 4)
+  Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
+  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{}));
+  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
+  Tensor tOcO_rc = common::make_rowcol_view(tOcO);
+
+  QueryRow rows[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) rows[i] = make_query_row(params, kv_head, m_tile, int(get<0>(tOcO_rc(i, 0))));
+
+  // The P buffer starts empty: one arrival stands for "block -1 consumed".
+  common::named_barrier_arrive(kBarrierPEmpty, kBarrierPThreads);
+  int block_counter = 0;
+  for (int item = part.begin_item; item <= part.end_item; ++item) {
+    const ItemBlocks blocks = item_blocks(params, part, item);
+    if (blocks.begin_block >= blocks.end_block) continue;
+    clear(tOrO);
+    for (int block = blocks.begin_block; block < blocks.end_block; ++block, ++block_counter) {
+      const int stage = block_counter % kNumStages;
+      const uint32_t phase = (block_counter / kNumStages) & 1;
+      const bool last = block == blocks.end_block - 1;
+      common::mbarrier_wait(&smem.kv_full[stage], phase);
+      common::named_barrier_sync(kBarrierPFull, kBarrierPThreads);
+
+      float row_scale[2];
+      float norm[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        row_scale[i] = smem.row_scale[rows[i].tile_row];
+        if (last) norm[i] = smem.row_norm[rows[i].tile_row];
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int j = 0; j < size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
+      }
+      Loop::gemm_pv(mma_pv, tOrP, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);
+      __syncwarp();
+      if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
+      // Release P unless no further block follows in this part (keeps the
+      // arrive/sync counts of the named barrier balanced).
+      const bool part_done = last && item == part.end_item;
+      if (!part_done) common::named_barrier_arrive(kBarrierPEmpty, kBarrierPThreads);
+
+      if (last) Epilogue<Traits>::store_o(params, item, blocks, tOrO, tOcO, rows, norm, HEAD_DIM_V_HALF);
+    }
+  }
+}
+
+// ---- the kernel ----------------------------------------------------------------------------------------
+template <class Traits>
+__global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __grid_constant__ KernelParams params) {
+  using SharedStorage = typename Traits::SharedStorage;
+  const PartWork part = params.parts[blockIdx.y];
+  if (part.flags & kPartEmpty) return;
+
+  extern __shared__ uint8_t smem_raw[];
+  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + Traits::kSmemAlignSlack - 1) &
+      ~uintptr_t(Traits::kSmemAlignSlack - 1));
+
+  const int kv_head = blockIdx.x / params.num_m_tiles;
+  const int m_tile = blockIdx.x % params.num_m_tiles;
+  // Warp-uniform role index (keeps the role branches free of divergence).
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
+  const int thread = threadIdx.x % kWarpgroupThreads;
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < kNumStages; ++s) {
+      common::mbarrier_init(&smem.kv_full[s], 1);
+      common::mbarrier_init(&smem.kv_empty[s], 2 * kWarpgroupThreads / 32);
+    }
+    common::mbarrier_init(&smem.q_full, kQLoadThreads);
+    common::mbarrier_init(&smem.q_empty, kWarpgroupThreads / 32);
+    common::mbarrier_init_fence();
+    common::tma_prefetch_descriptor(&params.tma_kv);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    const int warp = thread / 32;
+    if (warp == 0) {
+      if (thread == 0) Mainloop<Traits>::produce_kv(params, part, smem, kv_head);
+    } else {
+      Mainloop<Traits>::produce_q(params, part, smem, kv_head, m_tile, thread - 32);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+    if (warpgroup == 1) {
+      run_softmax_warpgroup<Traits>(params, part, smem, kv_head, m_tile, thread);
+    } else {
+      run_pv_warpgroup<Traits>(params, part, smem, kv_head, m_tile, thread);
+    }
+  }
+}
+
+// ---- host launch of one instantiation -----------------------------------------------------------------
+template <DType kDType, int kHeadDimQK>
+Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
+  using KernelTraits = Traits<kDType, kHeadDimQK>;
+  auto* kernel = &decode_dense_kernel<KernelTraits>;
+  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           KernelTraits::kSmemBytes);
+  if (error != cudaSuccess) {
+    return Status::cuda_error(std::string("decode_dense: cudaFuncSetAttribute(max dynamic smem = ") +
+                              std::to_string(KernelTraits::kSmemBytes) + ") failed: " + cudaGetErrorString(error));
+  }
+  kernel<<<grid, kNumThreads, KernelTraits::kSmemBytes, stream>>>(params);
+  error = cudaGetLastError();
+  if (error != cudaSuccess) {
+    return Status::cuda_error(std::string("decode_dense: kernel launch failed: ") + cudaGetErrorString(error));
+  }
+  return Status::ok();
+}
+
+}  // namespace openmla::kernels::decode_dense

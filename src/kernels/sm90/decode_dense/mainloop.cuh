@@ -1,0 +1,213 @@
+// Main loop pieces of the sm90 dense decode kernel: the two producer roles
+// (K/V TMA ring, Q gather) and the consumer building blocks (tail zeroing,
+// the two WGMMA products, masking).
+//
+// Pipeline: kNumStages = 2 K/V stages of 64 tokens x d_qk.
+//   kv_full[s]  (1 arrival + TMA bytes)  producer -> consumers
+//   kv_empty[s] (8 arrivals: 4 warps of each consumer warpgroup) consumers -> producer
+//   q_full  (96 arrivals: the Q-gather threads)  once per item
+//   q_empty (4 arrivals: the warps of WG1, after the item's last Q.K^T)
+// Every role walks the same (item, block) sequence of its part, so stage and
+// phase counters agree without communication.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "kernels/common/barriers.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/sm90/decode_dense/config.h"
+#include "kernels/sm90/decode_dense/traits.h"
+#include "openmla/schedule.h"
+
+namespace openmla::kernels::decode_dense {
+
+// The blocks of one item that a part owns.
+struct ItemBlocks {
+  int length;       // KV tokens of the request, clamped to [0, max_length]
+  int begin_block;  // first 64-token block (inclusive)
+  int end_block;    // one past the last block
+  bool partial;     // write partial_o / partial_lse instead of out / lse
+  int slot;         // partial slot (when partial)
+};
+
+__device__ __forceinline__ ItemBlocks item_blocks(const KernelParams& params, const PartWork& part,
+                                                  int item) {
+  ItemBlocks r;
+  r.length = min(max(__ldg(params.seqlens + item), 0), params.max_length);
+  const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
+  r.begin_block = part_item_begin_block(part, item);
+  r.end_block = item == part.end_item ? part.end_block : num_blocks;
+  r.partial = part_item_is_partial(part, item);
+  r.slot = r.partial ? part_item_slot(part, item) : 0;
+  return r;
+}
+
+// Valid (loaded, finite) tokens of block `block`: [0, 64) clipped to the length.
+__device__ __forceinline__ int block_valid_tokens(int length, int block) {
+  return min(max(length - block * BLOCK_N, 0), BLOCK_N);
+}
+
+template <class Traits>
+struct Mainloop {
+  using Element = typename Traits::Element;
+  using SharedStorage = typename Traits::SharedStorage;
+
+  // ---- producer: K/V ring (one thread) ---------------------------------------------------
+  // Block b of a request: tokens [64 b, 64 b + 64), loaded as 64 / box_tokens
+  // boxes per 64-column chunk. Boxes whose first token is past the length are
+  // not loaded (their block-table entries may be garbage) and not counted in
+  // the barrier's transaction bytes; the consumer zeroes those rows.
+  static __device__ void produce_kv(const KernelParams& params, const PartWork& part,
+                                    SharedStorage& smem, int kv_head) {
+    const int boxes_per_block = BLOCK_N / params.box_tokens;
+    const uint32_t box_bytes = uint32_t(params.box_tokens) * Traits::kBoxRowBytes;
+    int block_counter = 0;
+    for (int item = part.begin_item; item <= part.end_item; ++item) {
+      const ItemBlocks blocks = item_blocks(params, part, item);
+      const int32_t* table = params.block_table + int64_t(item) * params.block_table_stride_b;  // [max_pages]
+      for (int block = blocks.begin_block; block < blocks.end_block; ++block, ++block_counter) {
+        const int stage = block_counter % kNumStages;
+        const uint32_t phase = (block_counter / kNumStages) & 1;
+        const int first_token = block * BLOCK_N;
+        const int valid = block_valid_tokens(blocks.length, block);
+        const int num_boxes = (valid + params.box_tokens - 1) / params.box_tokens;
+        // NOTE: page lookups go out before the empty-slot wait so their latency
+        // hides behind the consumers' work on the previous blocks.
+        int pages[kMaxBoxesPerBlock];
+#pragma unroll
+        for (int k = 0; k < kMaxBoxesPerBlock; ++k) {
+          pages[k] = k < num_boxes ? __ldg(table + (first_token + k * params.box_tokens) / params.page_size) : 0;
+        }
+        common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
+        common::mbarrier_arrive_expect_tx(&smem.kv_full[stage],
+                                          uint32_t(num_boxes) * Traits::kNumChunks * box_bytes);
+        Element* stage_base = smem.kv[stage];
+#pragma unroll
+        for (int k = 0; k < kMaxBoxesPerBlock; ++k) {
+          if (k < num_boxes && k < boxes_per_block) {
+            const int token = first_token + k * params.box_tokens;
+            const int slot_in_page = token % params.page_size;
+#pragma unroll
+            for (int c = 0; c < Traits::kNumChunks; ++c) {
+              common::tma_load_4d(&params.tma_kv, &smem.kv_full[stage],
+                                  stage_base + c * Traits::kChunkElems + k * params.box_tokens * kChunkCols,
+                                  c * kChunkCols, kv_head, slot_in_page, pages[k]);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // ---- producer: Q gather (kQLoadThreads threads) ---------------------------------------------
+  // Packed row r of the tile is query token s = (64 m + r) / hpk, head
+  // kv_head * hpk + (64 m + r) % hpk. Such rows are not a regular tensor when
+  // hpk does not divide 64, so they are gathered with 16-byte cp.async into the
+  // swizzled layout; padding rows are zero-filled.
+  static __device__ void produce_q(const KernelParams& params, const PartWork& part, SharedStorage& smem,
+                                   int kv_head, int m_tile, int thread) {
+    using namespace cute;
+    constexpr int kPiecesPerRow = Traits::kHeadDimQK * int(sizeof(Element)) / 16;  // 72 or 64
+    constexpr int kElemsPerPiece = 16 / int(sizeof(Element));
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});  // (64, d_qk)
+    const Element* q = static_cast<const Element*>(params.q);
+    int item_counter = 0;
+    for (int item = part.begin_item; item <= part.end_item; ++item) {
+      const ItemBlocks blocks = item_blocks(params, part, item);
+      if (blocks.begin_block >= blocks.end_block) continue;
+      if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
+      const Element* q_item = q + int64_t(item) * params.q_stride_b;
+      for (int idx = thread; idx < BLOCK_M * kPiecesPerRow; idx += kQLoadThreads) {
+        const int row = idx / kPiecesPerRow;
+        const int col = (idx % kPiecesPerRow) * kElemsPerPiece;
+        const int packed = m_tile * BLOCK_M + row;
+        const bool real = packed < params.rows_per_kv;
+        const int s = real ? packed / params.heads_per_kv : 0;
+        const int head = kv_head * params.heads_per_kv + (real ? packed % params.heads_per_kv : 0);
+        const Element* src = q_item + s * params.q_stride_s + head * params.q_stride_h + col;
+        common::cp_async_16_zfill(&sQ(row, col), real ? src : q, real);
+      }
+      common::cp_async_wait_all();
+      common::fence_view_async_shared();
+      common::mbarrier_arrive(&smem.q_full);
+      ++item_counter;
+    }
+  }
+
+  // ---- consumer: zero the V rows past the valid tokens ---------------------------------------------
+  // TMA left them stale (or never loaded them); 0 * NaN would poison P.V.
+  // Whole 128-byte rows are zeroed, so the swizzle inside a row is irrelevant.
+  static __device__ void zero_tail_rows(Element* stage_base, int valid, int thread) {
+    constexpr int kPiecesPerChunkRow = Traits::kRowBytes / 16;  // 8
+    const int tail_rows = BLOCK_N - valid;
+    const int pieces_per_chunk = tail_rows * kPiecesPerChunkRow;
+    uint4* base = reinterpret_cast<uint4*>(stage_base);
+    for (int idx = thread; idx < Traits::kNumVChunks * pieces_per_chunk; idx += kWarpgroupThreads) {
+      const int chunk = idx / pieces_per_chunk;
+      const int rest = idx % pieces_per_chunk;
+      const int row = valid + rest / kPiecesPerChunkRow;
+      const int piece = rest % kPiecesPerChunkRow;
+      base[(chunk * Traits::kChunkElems * int(sizeof(Element))) / 16 + row * kPiecesPerChunkRow + piece] =
+          make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // ---- consumer: S = Q.K^T ----------------------------------------------------------------------
+  template <class TiledMma, class TensorQ, class TensorS>
+  static __device__ __forceinline__ void gemm_qk(TiledMma& tiled_mma, const TensorQ& tSrQ, Element* stage_base,
+                                                 int thread, TensorS& tSrS) {
+    using namespace cute;
+    Tensor sK = make_tensor(make_smem_ptr(stage_base), typename Traits::SmemLayoutK{});  // (64 tokens, d_qk)
+    Tensor tSrK = tiled_mma.get_thread_slice(thread).partition_fragment_B(sK);       // (MMA, 1, d_qk/16)
+    warpgroup_fence_operand(tSrS);
+    warpgroup_arrive();
+    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll
+    for (int k = 0; k < size<2>(tSrQ); ++k) {
+      gemm(tiled_mma, tSrQ(_, _, k), tSrK(_, _, k), tSrS);
+      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+  }
+
+  // ---- consumer: O_half += P.V_half -------------------------------------------------------------------
+  template <class TiledMma, class TensorP, class TensorO>
+  static __device__ __forceinline__ void gemm_pv(TiledMma& tiled_mma, const TensorP& tOrP, Element* v_half_base,
+                                                 int thread, TensorO& tOrO) {
+    using namespace cute;
+    Tensor sV = make_tensor(make_smem_ptr(v_half_base), typename Traits::SmemLayoutVHalf{});  // (256 cols, 64 tokens)
+    Tensor tOrV = tiled_mma.get_thread_slice(thread).partition_fragment_B(sV);            // (MMA, 1, 4)
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+#pragma unroll
+    for (int k = 0; k < size<2>(tOrP); ++k) {
+      gemm(tiled_mma, tOrP(_, _, k), tOrV(_, _, k), tOrO);
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+  }
+
+  // ---- consumer: mask S --------------------------------------------------------------------------------
+  // Row i of the view sees tokens [0, row_limit[i]); everything else -> -inf
+  // (this also replaces NaN from stale K rows).
+  template <class TensorSRowCol, class TensorCRowCol>
+  static __device__ __forceinline__ void mask_scores(TensorSRowCol& tSrS_rc, const TensorCRowCol& tScS_rc,
+                                                     int first_token, const int (&row_limit)[2]) {
+    using namespace cute;
+#pragma unroll
+    for (int i = 0; i < size<0>(tSrS_rc); ++i) {
+#pragma unroll
+      for (int j = 0; j < size<1>(tSrS_rc); ++j) {
+        const int token = first_token + int(get<1>(tScS_rc(i, j)));
+        if (token >= row_limit[i]) tSrS_rc(i, j) = -INFINITY;
+      }
+    }
+  }
+};
+
+}  // namespace openmla::kernels::decode_dense

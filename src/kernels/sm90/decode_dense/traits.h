@@ -1,0 +1,97 @@
+// CuTe layouts, WGMMA atoms and the shared-memory plan of the sm90 dense
+// decode kernel, per (element type, d_qk).
+//
+// Shared memory (d_qk = 576, bf16; 512 gives 64 + 2 x 64 KB):
+//   q      64 x 576   72 KB   K-major, 128B swizzle, 9 chunks of 64 columns
+//   kv[2]  64 x 576   144 KB  same layout; V = columns [0, 512) of the same bytes
+//   p      64 x 64    8 KB    K-major, 128B swizzle (softmax output, A of P.V)
+//   row_scale/row_norm  2 x 256 B, mbarriers
+// Every 64-column chunk is one contiguous 64-row x 128-byte block (8 KB), which
+// is exactly what a 128B-swizzled TMA box (or several stacked boxes) writes.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/copy_atom.hpp>
+#include <cutlass/numeric_types.h>
+
+#include "kernels/sm90/decode_dense/config.h"
+
+namespace openmla::kernels::decode_dense {
+
+template <DType kDType>
+struct ElementOf;
+template <>
+struct ElementOf<DType::kBF16> {
+  using type = cutlass::bfloat16_t;
+};
+template <>
+struct ElementOf<DType::kFP16> {
+  using type = cutlass::half_t;
+};
+
+template <DType kDType_, int kHeadDimQK_>
+struct Traits {
+  using Element = typename ElementOf<kDType_>::type;
+  static constexpr DType kDType = kDType_;
+  static constexpr int kHeadDimQK = kHeadDimQK_;
+  static_assert(kHeadDimQK == 576 || kHeadDimQK == 512, "d_qk is 576 (latent + RoPE) or 512");
+  static constexpr int kNumChunks = kHeadDimQK / kChunkCols;      // 9 or 8 TMA boxes across a row
+  static constexpr int kNumVChunks = HEAD_DIM_V / kChunkCols;     // 8
+  static constexpr int kChunkElems = BLOCK_N * kChunkCols;        // 4096 elements = 8 KB
+  static constexpr int kRowBytes = kChunkCols * int(sizeof(Element));  // 128
+  static_assert(kRowBytes == 128, "one chunk row is one 128-byte swizzle row");
+
+  // ---- MMAs ----------------------------------------------------------------------
+  // S = Q.K^T: (64 rows) x (64 tokens), reduction over d_qk; both K-major.
+  using TiledMmaQK = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<BLOCK_N>, cute::Int<kHeadDimQK>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::K>()));
+  // O_half += P.V_half: (64 rows) x (256 columns), reduction over 64 tokens;
+  // P K-major, V MN-major (columns contiguous).
+  using TiledMmaPV = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
+
+  // ---- shared-memory layouts ---------------------------------------------------------
+  using SmemLayoutAtomK = cute::GMMA::Layout_K_SW128_Atom<Element>;  // (8, 64)
+  using SmemLayoutQ = decltype(cute::tile_to_shape(
+      SmemLayoutAtomK{}, cute::Shape<cute::Int<BLOCK_M>, cute::Int<kHeadDimQK>>{}));  // (64 rows, d_qk)
+  using SmemLayoutK = decltype(cute::tile_to_shape(
+      SmemLayoutAtomK{}, cute::Shape<cute::Int<BLOCK_N>, cute::Int<kHeadDimQK>>{}));  // (64 tokens, d_qk)
+  using SmemLayoutP = decltype(cute::tile_to_shape(
+      SmemLayoutAtomK{}, cute::Shape<cute::Int<BLOCK_M>, cute::Int<BLOCK_N>>{}));  // (64 rows, 64 tokens)
+  // One consumer's half of V: the bytes of K's columns [256 h, 256 h + 256),
+  // seen as (256 columns, 64 tokens) MN-major. Atoms run along tokens first so
+  // each 64-column chunk stays one contiguous 8 KB block, as in SmemLayoutK.
+  using SmemLayoutVHalf = decltype(cute::tile_to_shape(
+      cute::GMMA::Layout_MN_SW128_Atom<Element>{},
+      cute::Shape<cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>{}, cute::Step<cute::_2, cute::_1>{}));
+  static constexpr int kVHalfOffset = (HEAD_DIM_V_HALF / kChunkCols) * kChunkElems;  // elements
+
+  // P: fp32 accumulator fragment -> smem with stmatrix.
+  using SmemCopyAtomP = cute::Copy_Atom<cute::SM90_U32x4_STSM_N, Element>;
+
+  struct SharedStorage {
+    alignas(1024) Element q[BLOCK_M * kHeadDimQK];               // SmemLayoutQ
+    alignas(1024) Element kv[kNumStages][BLOCK_N * kHeadDimQK];  // SmemLayoutK per stage
+    alignas(1024) Element p[BLOCK_M * BLOCK_N];                  // SmemLayoutP
+    float row_scale[BLOCK_M];  // per block: factor for O before P.V is added
+    float row_norm[BLOCK_M];   // last block of an item: 1 / row sum (0 for an empty row)
+    uint64_t kv_full[kNumStages];
+    uint64_t kv_empty[kNumStages];
+    uint64_t q_full;
+    uint64_t q_empty;
+  };
+  // The dynamic smem base is aligned up to 1024 B inside the kernel.
+  static constexpr int kSmemAlignSlack = 1024;
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + kSmemAlignSlack;
+  static_assert(kSmemBytes <= 227 * 1024, "shared-memory plan exceeds the sm90 per-block limit");
+
+  // Transaction bytes of one TMA box (64 columns x box_tokens rows).
+  static constexpr int kBoxRowBytes = kRowBytes;
+};
+
+}  // namespace openmla::kernels::decode_dense

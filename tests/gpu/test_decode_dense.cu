@@ -1,0 +1,472 @@
+// GPU tests of the sm90 dense decode kernel (kernels::decode_dense::launch)
+// against the CPU reference.
+//
+// Each case: random inputs with NaN-poisoned unused pages/slots and garbage
+// block-table tails (tests/test_util/mla_inputs.h), a plan and a host-built
+// schedule, the kernel on the GPU, then, when the plan can split, the CPU
+// combine (reference_combine) over the partials the kernel wrote. Output and
+// LSE start as NaN, so an unwritten element fails. Checks: per-row rel-L2 of O
+// <= 1e-2, LSE abs error <= 1e-3 with identical inf/NaN positions.
+//
+// DISABLED_Timing (run with --gtest_also_run_disabled_tests) times the
+// b = 128, s_k = 16384 cases with CUDA events, L2 flushed between runs.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/common/combine/launch.h"
+#include "kernels/common/workspace.h"
+#include "kernels/sm90/decode_dense/launch.h"
+#include "openmla/openmla.h"
+#include "openmla/plan.h"
+#include "openmla/reference.h"
+#include "test_util/mla_inputs.h"
+
+namespace openmla {
+namespace {
+
+#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
+
+constexpr double kOutTolerance = 1e-2;  // rel-L2 per row
+constexpr double kLseTolerance = 1e-3;  // absolute, natural log
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) { allocate(n); }
+  void allocate(size_t n) {
+    count = n;
+    if (n > 0 && cudaMalloc(&ptr, n * sizeof(T)) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+template <class T, class Alloc>
+void upload(DeviceBuffer<T>& dst, const std::vector<T, Alloc>& src) {
+  dst.allocate(src.size());
+  ASSERT_NE(dst.ptr, nullptr);
+  ASSERT_CUDA(cudaMemcpy(dst.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+DeviceInfo device_info() {
+  DeviceInfo info;
+  int device = 0;
+  cudaGetDevice(&device);
+  (void)query_device_info(device, &info);
+  return info;
+}
+
+struct Case {
+  std::string name;
+  test::DenseDecodeConfig config;
+  PlanOptions options;
+  uint64_t seed = 1;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+// Runs one case; returns through gtest assertions.
+void run_case(const Case& c) {
+  SCOPED_TRACE(c.name);
+  test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(c.config, c.seed);
+  const DenseDecodeShape& shape = inputs.shape;
+
+  // ---- reference (host) ----
+  test::DenseDecodeInputs reference = inputs;
+  ASSERT_TRUE(reference_dense_decode(reference.params()).is_ok());
+  const std::vector<float> want_out = reference.out_values();
+  const std::vector<float> want_lse = reference.lse_values();
+
+  // ---- plan + host schedule ----
+  DecodePlan plan;
+  const Status planned = plan_dense_decode(shape, device_info(), &plan, c.options);
+  ASSERT_TRUE(planned.is_ok()) << planned.message();
+  ItemLengths lengths = plan.lengths;
+  lengths.lengths = inputs.seqlens.data();
+  HostSchedule schedule;
+  ASSERT_TRUE(build_schedule_host(plan, lengths, &schedule).is_ok());
+  const Status checked = check_plan(plan, lengths, schedule);
+  ASSERT_TRUE(checked.is_ok()) << checked.message();
+
+  // ---- device copies (outputs stay NaN-poisoned) ----
+  DeviceBuffer<uint8_t> d_q, d_kv, d_out;
+  DeviceBuffer<int32_t> d_table, d_seqlens;
+  DeviceBuffer<float> d_lse;
+  DeviceBuffer<PartWork> d_parts;
+  upload(d_q, inputs.q);
+  upload(d_kv, inputs.kv_cache);
+  upload(d_out, inputs.out);
+  upload(d_table, inputs.block_table);
+  upload(d_seqlens, inputs.seqlens);
+  upload(d_lse, inputs.lse);
+  upload(d_parts, schedule.parts);
+  const size_t partial_rows = size_t(plan.num_slots) * plan.rows_per_item;
+  std::vector<float> partial_o(partial_rows * kHeadDimV, std::nanf(""));
+  std::vector<float> partial_lse(partial_rows, std::nanf(""));
+  DeviceBuffer<float> d_partial_o, d_partial_lse;
+  if (partial_rows > 0) {
+    upload(d_partial_o, partial_o);
+    upload(d_partial_lse, partial_lse);
+  }
+  if (::testing::Test::HasFatalFailure()) return;
+
+  DenseDecodeParams params = inputs.params();
+  params.q = d_q.ptr;
+  params.kv_cache = d_kv.ptr;
+  params.block_table = d_table.ptr;
+  params.seqlens = d_seqlens.ptr;
+  params.out = d_out.ptr;
+  params.lse = d_lse.ptr;
+
+  const Status launched = kernels::decode_dense::launch(params, plan, d_parts.ptr, d_partial_o.ptr,
+                                                        d_partial_lse.ptr, nullptr);
+  ASSERT_TRUE(launched.is_ok()) << launched.message();
+  ASSERT_CUDA(cudaDeviceSynchronize());
+
+  ASSERT_CUDA(cudaMemcpy(inputs.out.data(), d_out.ptr, inputs.out.size(), cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(inputs.lse.data(), d_lse.ptr, inputs.lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
+
+  // ---- split items: merge the kernel's partials on the host ----
+  if (partial_rows > 0) {
+    ASSERT_CUDA(cudaMemcpy(partial_o.data(), d_partial_o.ptr, partial_o.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(partial_lse.data(), d_partial_lse.ptr, partial_lse.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost));
+    CombineParams combine;
+    combine.batch = shape.batch;
+    combine.s_q = shape.s_q;
+    combine.h_q = shape.h_q;
+    combine.d_v = kHeadDimV;
+    combine.q_tokens_per_item = plan.q_tokens_per_item;
+    combine.num_entries = plan.num_parts;
+    combine.num_slots = plan.num_slots;
+    combine.entries = schedule.combine.data();
+    combine.partial_o = partial_o.data();
+    combine.partial_lse = partial_lse.data();
+    combine.out = inputs.out.data();
+    combine.out_dtype = shape.out_dtype;
+    combine.out_stride_b = inputs.out_stride_b;
+    combine.out_stride_s = inputs.out_stride_s;
+    combine.out_stride_h = inputs.out_stride_h;
+    combine.lse = inputs.lse.data();
+    combine.lse_stride_b = inputs.lse_stride_b;
+    combine.lse_stride_h = inputs.lse_stride_h;
+    const Status combined = reference_combine(combine);
+    ASSERT_TRUE(combined.is_ok()) << combined.message();
+  }
+
+  // ---- compare ----
+  const std::vector<float> got_out = inputs.out_values();
+  const std::vector<float> got_lse = inputs.lse_values();
+  ASSERT_EQ(got_out.size(), want_out.size());
+  const double total_err = test::rel_l2(got_out, want_out);
+  EXPECT_LE(total_err, kOutTolerance) << "whole-output rel-L2";
+  int bad_rows = 0;
+  for (int b = 0; b < shape.batch; ++b) {
+    for (int s = 0; s < shape.s_q; ++s) {
+      for (int h = 0; h < shape.h_q; ++h) {
+        const size_t row = (size_t(b) * shape.s_q + s) * shape.h_q + h;
+        const std::span<const float> got(got_out.data() + row * kHeadDimV, kHeadDimV);
+        const std::span<const float> want(want_out.data() + row * kHeadDimV, kHeadDimV);
+        const double err = test::rel_l2(got, want);
+        if (!(err <= kOutTolerance)) {
+          if (bad_rows < 5) {
+            ADD_FAILURE() << "O row (b " << b << ", s " << s << ", h " << h << ") rel-L2 " << err << " (seqlen "
+                          << inputs.seqlens[b] << "), got[0] " << got[0] << " want[0] " << want[0];
+          }
+          ++bad_rows;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad_rows, 0) << "rows over tolerance";
+  const test::LseComparison lse = test::compare_lse(got_lse, want_lse, kLseTolerance);
+  EXPECT_TRUE(lse.ok) << "LSE: " << lse.message;
+}
+
+// ---------------------------------------------------------------------------
+// The case list: a representative cross-product, sized so the CPU reference
+// keeps the whole suite well under a minute.
+// ---------------------------------------------------------------------------
+test::DenseDecodeConfig config(int batch, int s_q, int h_q, int h_kv, int page_size, bool causal,
+                               DType dtype = DType::kBF16, int d_qk = kHeadDimQK, int max_seqlen = 300) {
+  test::DenseDecodeConfig c;
+  c.batch = batch;
+  c.s_q = s_q;
+  c.h_q = h_q;
+  c.h_kv = h_kv;
+  c.page_size = page_size;
+  c.causal = causal;
+  c.dtype = dtype;
+  c.d_qk = d_qk;
+  c.max_seqlen = max_seqlen;
+  return c;
+}
+
+std::string dtype_tag(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp16"; }
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  uint64_t seed = 100;
+  auto add = [&](std::string name, test::DenseDecodeConfig c, PlanOptions options = {}) {
+    const test::DenseDecodeConfig& k = c;
+    name += "_b" + std::to_string(k.batch) + "_sq" + std::to_string(k.s_q) + "_hq" + std::to_string(k.h_q) + "_hkv" +
+            std::to_string(k.h_kv) + "_p" + std::to_string(k.page_size) + (k.causal ? "_causal" : "") + "_" +
+            dtype_tag(k.dtype) + "_d" + std::to_string(k.d_qk);
+    if (options.max_parts == 1) name += "_nosplit";
+    if (options.min_parts > 0) name += "_split" + std::to_string(options.min_parts);
+    cases.push_back(Case{name, c, options, seed++});
+  };
+
+  // Head counts (packing, padding rows, multi-tile), plain decode and MTP.
+  for (int h_q : {1, 3, 9, 16, 63, 64, 126, 128}) {
+    add("heads", config(4, 1, h_q, 1, 64, false));
+    add("heads", config(3, 2, h_q, 1, 64, true));
+  }
+  // Longer query blocks (packed rows spanning several tokens and tiles), causal and not.
+  add("sq", config(3, 4, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 400));
+  add("sq", config(3, 4, 16, 1, 32, false));
+  add("sq", config(2, 67, 16, 1, 64, true, DType::kBF16, kHeadDimQK, 400));
+  add("sq", config(2, 128, 8, 2, 16, true, DType::kBF16, kHeadDimQK, 400));
+  add("sq", config(2, 300, 3, 1, 128, true, DType::kBF16, kHeadDimQK, 600));
+  add("sq", config(2, 300, 2, 2, 64, false, DType::kFP16, 512, 200));
+  // KV heads.
+  add("hkv", config(3, 1, 16, 2, 64, false));
+  add("hkv", config(3, 2, 64, 8, 32, true));
+  add("hkv", config(2, 1, 128, 8, 16, false));
+  add("hkv", config(3, 1, 126, 2, 128, false));
+  add("hkv", config(3, 3, 8, 8, 64, true));
+  // Page sizes (lengths random, so mostly not page multiples), causal and not.
+  for (int page_size : {16, 32, 64, 128}) {
+    add("page", config(5, 1, 16, 1, page_size, false, DType::kBF16, kHeadDimQK, 500));
+    add("page", config(3, 2, 64, 1, page_size, true, DType::kFP16, kHeadDimQK, 500));
+  }
+  add("page", config(3, 1, 16, 1, 8, false));
+  add("page", config(3, 1, 16, 1, 256, false, DType::kBF16, kHeadDimQK, 700));
+  // dtype x d_qk.
+  for (DType dtype : {DType::kBF16, DType::kFP16}) {
+    for (int d_qk : {512, 576}) {
+      add("dtype", config(4, 1, 32, 1, 64, false, dtype, d_qk));
+      add("dtype", config(3, 2, 128, 1, 32, true, dtype, d_qk));
+    }
+  }
+  // Forced split (items cut across many parts; some parts empty) and forced no-split.
+  add("split", config(3, 1, 16, 1, 64, false, DType::kBF16, kHeadDimQK, 900), PlanOptions{.min_parts = 40});
+  add("split", config(2, 2, 128, 1, 16, true, DType::kBF16, kHeadDimQK, 700), PlanOptions{.min_parts = 20});
+  add("split", config(4, 1, 64, 2, 32, false, DType::kFP16, 512, 400), PlanOptions{.min_parts = 7});
+  add("split", config(2, 1, 16, 1, 64, false), PlanOptions{.min_parts = 200});
+  add("split", config(2, 67, 3, 1, 64, true, DType::kBF16, kHeadDimQK, 500), PlanOptions{.min_parts = 9});
+  add("nosplit", config(6, 1, 16, 1, 64, false, DType::kBF16, kHeadDimQK, 900), PlanOptions{.max_parts = 1});
+  add("nosplit", config(3, 2, 128, 2, 128, true, DType::kFP16, kHeadDimQK, 500), PlanOptions{.max_parts = 1});
+  // Zero-length mixes and lengths around block and page edges.
+  {
+    test::DenseDecodeConfig c = config(10, 1, 16, 1, 32, false);
+    c.seqlens = {0, 0, 1, 63, 64, 65, 0, 127, 128, 129};
+    add("lengths", c);
+    add("lengths", c, PlanOptions{.min_parts = 13});
+    test::DenseDecodeConfig z = config(4, 2, 64, 1, 64, true);
+    z.seqlens = {0, 0, 0, 0};
+    add("allzero", z);
+    add("allzero", z, PlanOptions{.min_parts = 5});
+    // Causal with s_q > length: the first rows see nothing (LSE +inf, O = 0).
+    test::DenseDecodeConfig s = config(4, 4, 16, 1, 16, true);
+    s.seqlens = {2, 0, 3, 10};
+    add("causal_short", s);
+  }
+  // Padded strides on every tensor.
+  {
+    test::DenseDecodeConfig c = config(3, 2, 16, 1, 64, true);
+    c.stride_pad_bytes = 32;
+    add("padded", c);
+    test::DenseDecodeConfig d = config(3, 1, 64, 2, 16, false, DType::kFP16, 512);
+    d.stride_pad_bytes = 64;
+    add("padded", d, PlanOptions{.min_parts = 6});
+  }
+  return cases;
+}
+
+class DecodeDenseGpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecodeDenseGpu, MatchesReference) { run_case(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Cases, DecodeDenseGpu, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Unsupported page sizes are refused with a message, not run.
+TEST(DecodeDenseGpuLimits, RejectsUnsupportedPageSize) {
+  test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(config(1, 1, 16, 1, 24, false), 3);
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(inputs.shape, device_info(), &plan).is_ok());
+  const Status status = kernels::decode_dense::launch(inputs.params(), plan, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
+  EXPECT_NE(status.message().find("page_size"), std::string::npos) << status.message();
+}
+
+// ---------------------------------------------------------------------------
+// Timing (disabled by default): b = 128, lengths ~ N(s_k, s_k / 2), page 64.
+// ---------------------------------------------------------------------------
+// Deterministic pseudo-random values in [-1, 1) written as bf16 or fp16 bits.
+__global__ void fill_random_half(uint16_t* data, size_t count, uint32_t seed, bool bf16) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    const float u = float(x & 0xffffffu) / float(0x1000000) * 2.0f - 1.0f;
+    data[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16(u)) : __half_as_ushort(__float2half(u));
+  }
+}
+
+struct TimingShape {
+  int h_q;
+  int s_q;
+  bool causal;
+  int page_size;
+};
+
+TEST(DecodeDenseGpuTiming, DISABLED_Batch128Seqlen16384) {
+  constexpr int kBatch = 128;
+  constexpr int kSeqlen = 16384;
+  constexpr int kRuns = 20;
+  constexpr int kPageAlign = 256;  // request bases aligned so every page size views the same bytes
+  const DeviceInfo device = device_info();
+
+  // ---- lengths ~ N(s_k, s_k / 2), clamped; one shared KV buffer ----
+  std::mt19937_64 rng(2024);
+  std::normal_distribution<double> normal(kSeqlen, kSeqlen / 2.0);
+  std::vector<int32_t> seqlens(kBatch);
+  std::vector<int64_t> base(kBatch);
+  int64_t total_tokens = 0, sum_len = 0;
+  int max_len = 0;
+  for (int b = 0; b < kBatch; ++b) {
+    seqlens[b] = int32_t(std::clamp(normal(rng), 64.0, 3.0 * kSeqlen));
+    base[b] = total_tokens;
+    total_tokens += (seqlens[b] + kPageAlign - 1) / kPageAlign * kPageAlign;
+    sum_len += seqlens[b];
+    max_len = std::max(max_len, int(seqlens[b]));
+  }
+  const double mean_len = double(sum_len) / kBatch;
+  DeviceBuffer<uint16_t> d_kv(size_t(total_tokens) * kHeadDimQK);
+  ASSERT_NE(d_kv.ptr, nullptr);
+  fill_random_half<<<1024, 256>>>(d_kv.ptr, d_kv.count, 17, true);
+  DeviceBuffer<int32_t> d_seqlens(kBatch);
+  ASSERT_CUDA(cudaMemcpy(d_seqlens.ptr, seqlens.data(), kBatch * 4, cudaMemcpyHostToDevice));
+  DeviceBuffer<uint8_t> flush(size_t(512) << 20);  // > 2x the 60 MB L2... by a wide margin
+  cudaEvent_t start, stop;
+  ASSERT_CUDA(cudaEventCreate(&start));
+  ASSERT_CUDA(cudaEventCreate(&stop));
+
+  std::printf("\n%-28s %8s %10s %9s %9s %10s %9s %9s\n", "case (b=128, s_k~16384)", "parts", "kernel_us",
+              "TFLOP/s", "GB/s", "run_us", "TFLOP/s", "GB/s");
+  const TimingShape shapes[] = {{16, 1, false, 64},  {16, 1, false, 16}, {16, 1, false, 32}, {16, 1, false, 128},
+                                {32, 1, false, 64},  {64, 1, false, 64}, {64, 2, true, 64},  {128, 1, false, 64},
+                                {128, 2, true, 64}};
+  for (const TimingShape& ts : shapes) {
+    DenseDecodeShape shape;
+    shape.batch = kBatch;
+    shape.s_q = ts.s_q;
+    shape.h_q = ts.h_q;
+    shape.h_kv = 1;
+    shape.page_size = ts.page_size;
+    shape.num_pages = int(total_tokens / ts.page_size);
+    shape.max_pages_per_seq = (max_len + ts.page_size - 1) / ts.page_size;
+    std::vector<int32_t> table(size_t(kBatch) * shape.max_pages_per_seq, test::kGarbagePage);
+    for (int b = 0; b < kBatch; ++b) {
+      for (int j = 0; j < (seqlens[b] + ts.page_size - 1) / ts.page_size; ++j) {
+        table[size_t(b) * shape.max_pages_per_seq + j] = int32_t(base[b] / ts.page_size + j);
+      }
+    }
+    DeviceBuffer<int32_t> d_table(table.size());
+    ASSERT_CUDA(cudaMemcpy(d_table.ptr, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    const size_t q_elems = size_t(kBatch) * ts.s_q * ts.h_q * kHeadDimQK;
+    const size_t o_elems = size_t(kBatch) * ts.s_q * ts.h_q * kHeadDimV;
+    DeviceBuffer<uint16_t> d_q(q_elems), d_out(o_elems);
+    DeviceBuffer<float> d_lse(size_t(kBatch) * ts.h_q * ts.s_q);
+    fill_random_half<<<256, 256>>>(d_q.ptr, q_elems, 29, true);
+
+    DenseDecodeParams params;
+    params.shape = shape;
+    params.q = d_q.ptr;
+    params.q_stride_h = kHeadDimQK;
+    params.q_stride_s = int64_t(ts.h_q) * kHeadDimQK;
+    params.q_stride_b = int64_t(ts.s_q) * params.q_stride_s;
+    params.kv_cache = d_kv.ptr;
+    params.kv_stride_head = kHeadDimQK;
+    params.kv_stride_token = kHeadDimQK;
+    params.kv_stride_page = int64_t(ts.page_size) * kHeadDimQK;
+    params.block_table = d_table.ptr;
+    params.block_table_stride_b = shape.max_pages_per_seq;
+    params.seqlens = d_seqlens.ptr;
+    params.out = d_out.ptr;
+    params.out_stride_h = kHeadDimV;
+    params.out_stride_s = int64_t(ts.h_q) * kHeadDimV;
+    params.out_stride_b = int64_t(ts.s_q) * params.out_stride_s;
+    params.lse = d_lse.ptr;
+    params.lse_stride_h = ts.s_q;
+    params.lse_stride_b = int64_t(ts.h_q) * ts.s_q;
+    params.softmax_scale = 1.0f / std::sqrt(float(kHeadDimQK));
+    params.causal = ts.causal;
+
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
+    DeviceBuffer<uint8_t> workspace(std::max<size_t>(plan.workspace.total_bytes, 256));
+    const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace.ptr);
+
+    auto time_median = [&](auto&& body) {
+      std::vector<float> times;
+      for (int run = 0; run < kRuns + 3; ++run) {
+        cudaMemsetAsync(flush.ptr, run & 0xff, flush.count);
+        cudaEventRecord(start);
+        body();
+        cudaEventRecord(stop);
+        cudaEventSynchronize(stop);
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, start, stop);
+        if (run >= 3) times.push_back(ms * 1000.0f);
+      }
+      std::sort(times.begin(), times.end());
+      return double(times[times.size() / 2]);
+    };
+    Status status;
+    const double run_us = time_median([&] { status = dense_decode_run(params, plan, workspace.ptr, workspace.count, nullptr); });
+    ASSERT_TRUE(status.is_ok()) << status.message();
+    const double kernel_us = time_median([&] {
+      status = kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o, views.partial_lse, nullptr);
+    });
+    ASSERT_TRUE(status.is_ok()) << status.message();
+    ASSERT_CUDA(cudaDeviceSynchronize());
+
+    // Sanity: every LSE finite after a full run.
+    ASSERT_TRUE(dense_decode_run(params, plan, workspace.ptr, workspace.count, nullptr).is_ok());
+    std::vector<float> lse(d_lse.count);
+    ASSERT_CUDA(cudaMemcpy(lse.data(), d_lse.ptr, lse.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(std::all_of(lse.begin(), lse.end(), [](float v) { return std::isfinite(v); }));
+
+    const double flops = double(kBatch) * ts.s_q * ts.h_q * (2.0 * kHeadDimQK + 2.0 * kHeadDimV) * mean_len;
+    const double bytes = double(sum_len) * kHeadDimQK * 2 + double(q_elems) * 2 + double(o_elems) * 2;
+    char name[64];
+    std::snprintf(name, sizeof(name), "h_q=%d s_q=%d%s page=%d", ts.h_q, ts.s_q, ts.causal ? " causal" : "",
+                  ts.page_size);
+    std::printf("%-28s %8d %10.1f %9.1f %9.0f %10.1f %9.1f %9.0f\n", name, plan.num_parts, kernel_us,
+                flops / kernel_us * 1e-6, bytes / kernel_us * 1e-3, run_us, flops / run_us * 1e-6,
+                bytes / run_us * 1e-3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
+}  // namespace
+}  // namespace openmla
