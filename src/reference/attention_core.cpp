@@ -35,9 +35,8 @@ float dot_product(const float* a /*[n]*/, const float* b /*[n]*/, int n) {
 
 }  // namespace
 
-RowStats attend_row(const float* q /*[d_qk]*/, std::span<const float* const> keys, int d_qk,
-                    int d_v, float softmax_scale, float* o /*[d_v]*/,
-                    std::vector<float>& scratch) {
+RowStats attend_row(const float* q /*[d_qk]*/, std::span<const float* const> keys, int d_qk, int d_v,
+                    float softmax_scale, float* o /*[d_v]*/, std::vector<float>& scratch) {
   std::fill(o, o + d_v, 0.0f);
   if (keys.empty()) return {-INFINITY, -INFINITY};
 
@@ -77,8 +76,8 @@ float finish_row(float piece_lse, float* o /*[d_v]*/, int d_v, const float* sink
 // ---------------------------------------------------------------------------
 // Split pieces
 // ---------------------------------------------------------------------------
-float merge_pieces(std::span<const float* const> pieces_o, std::span<const float> pieces_lse,
-                   int d_v, float* o /*[d_v]*/) {
+float merge_pieces(std::span<const float* const> pieces_o, std::span<const float> pieces_lse, int d_v,
+                   float* o /*[d_v]*/) {
   std::fill(o, o + d_v, 0.0f);
   float max_lse = -INFINITY;
   for (float lse : pieces_lse) max_lse = std::max(max_lse, lse);
@@ -102,8 +101,7 @@ float load_element(DType dtype, const void* base, int64_t index, float fp8_scale
   switch (dtype) {
     case DType::kBF16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[index]);
     case DType::kFP16: return fp16_bits_to_float(static_cast<const uint16_t*>(base)[index]);
-    case DType::kFP8E4M3:
-      return e4m3_bits_to_float(static_cast<const uint8_t*>(base)[index]) * fp8_scale;
+    case DType::kFP8E4M3: return e4m3_bits_to_float(static_cast<const uint8_t*>(base)[index]) * fp8_scale;
     case DType::kFP32: return static_cast<const float*>(base)[index];
     case DType::kInt32: return static_cast<float>(static_cast<const int32_t*>(base)[index]);
   }
@@ -116,9 +114,7 @@ void store_row(DType dtype, void* base /*[d]*/, const float* values /*[d]*/, int
       case DType::kBF16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(values[i]); break;
       case DType::kFP16: static_cast<uint16_t*>(base)[i] = float_to_fp16_bits(values[i]); break;
       case DType::kFP32: static_cast<float*>(base)[i] = values[i]; break;
-      case DType::kFP8E4M3:
-        static_cast<uint8_t*>(base)[i] = float_to_e4m3_bits(values[i]);
-        break;
+      case DType::kFP8E4M3: static_cast<uint8_t*>(base)[i] = float_to_e4m3_bits(values[i]); break;
       case DType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(values[i]); break;
     }
   }
@@ -130,21 +126,20 @@ void store_row(DType dtype, void* base /*[d]*/, const float* values /*[d]*/, int
 namespace {
 
 Status schedule_error(const char* entry, int part, const std::string& what) {
-  return Status::invalid_argument(std::string(entry) + ": argument 'schedule' part " +
-                                  std::to_string(part) + ": " + what);
+  return Status::invalid_argument(std::string(entry) + ": argument 'schedule' part " + std::to_string(part) +
+                                  ": " + what);
 }
 
 Status plan_mismatch(const char* entry, const char* field, int got, int expected) {
-  return Status::invalid_argument(std::string(entry) + ": argument 'plan." + field + "' = " +
-                                  std::to_string(got) + " does not match the params (expected " +
+  return Status::invalid_argument(std::string(entry) + ": argument 'plan." + field +
+                                  "' = " + std::to_string(got) + " does not match the params (expected " +
                                   std::to_string(expected) + ")");
 }
 
 }  // namespace
 
-Status check_split_plan(const char* entry, const DecodePlan& plan, int num_items,
-                        int q_tokens_per_item, int rows_per_item, int d_v,
-                        const float* partial_o, const float* partial_lse) {
+Status check_split_plan(const char* entry, const DecodePlan& plan, int num_items, int q_tokens_per_item,
+                        int rows_per_item, int d_v, const float* partial_o, const float* partial_lse) {
   if (plan.num_items != num_items) return plan_mismatch(entry, "num_items", plan.num_items, num_items);
   if (plan.q_tokens_per_item != q_tokens_per_item) {
     return plan_mismatch(entry, "q_tokens_per_item", plan.q_tokens_per_item, q_tokens_per_item);
@@ -156,9 +151,9 @@ Status check_split_plan(const char* entry, const DecodePlan& plan, int num_items
   if (plan.num_parts < 1) return plan_mismatch(entry, "num_parts", plan.num_parts, 1);
   if (plan.num_slots < 0) return plan_mismatch(entry, "num_slots", plan.num_slots, 0);
   if (plan.num_slots > 0 && (partial_o == nullptr || partial_lse == nullptr)) {
-    return Status::invalid_argument(std::string(entry) + ": argument 'partial_o'/'partial_lse' is null, " +
-                                    "expected host buffers for plan.num_slots = " +
-                                    std::to_string(plan.num_slots) + " slots");
+    return Status::invalid_argument(
+        std::string(entry) + ": argument 'partial_o'/'partial_lse' is null, " +
+        "expected host buffers for plan.num_slots = " + std::to_string(plan.num_slots) + " slots");
   }
   return Status::ok();
 }
@@ -169,8 +164,7 @@ Status walk_schedule(const char* entry, const DecodePlan& plan, const HostSchedu
   if (static_cast<int>(schedule.parts.size()) < plan.num_parts) {
     return Status::invalid_argument(std::string(entry) + ": argument 'schedule' has " +
                                     std::to_string(schedule.parts.size()) +
-                                    " parts, expected plan.num_parts = " +
-                                    std::to_string(plan.num_parts));
+                                    " parts, expected plan.num_parts = " + std::to_string(plan.num_parts));
   }
   // Collect and check every piece before writing anything.
   std::vector<PieceVisit> pieces;
@@ -192,18 +186,16 @@ Status walk_schedule(const char* entry, const DecodePlan& plan, const HostSchedu
           piece.begin_block >= piece.end_block) {
         return schedule_error(entry, p,
                               "item " + std::to_string(item) + " blocks [" +
-                                  std::to_string(piece.begin_block) + ", " +
-                                  std::to_string(piece.end_block) + ") outside [0, " +
-                                  std::to_string(num_blocks(item)) + ") or empty");
+                                  std::to_string(piece.begin_block) + ", " + std::to_string(piece.end_block) +
+                                  ") outside [0, " + std::to_string(num_blocks(item)) + ") or empty");
       }
       piece.partial = part_item_is_partial(part, item);
       if (piece.partial) {
         piece.slot = part_item_slot(part, item);
         if (piece.slot < 0 || piece.slot >= plan.num_slots) {
           return schedule_error(entry, p,
-                                "item " + std::to_string(item) + " slot " +
-                                    std::to_string(piece.slot) + " outside [0, " +
-                                    std::to_string(plan.num_slots) + ")");
+                                "item " + std::to_string(item) + " slot " + std::to_string(piece.slot) +
+                                    " outside [0, " + std::to_string(plan.num_slots) + ")");
         }
       }
       pieces.push_back(piece);

@@ -39,8 +39,8 @@ float finish_row(float piece_lse, float* o /*[d_v]*/, int d_v, const float* sink
 // Returns the merged LSE (still in "piece" convention; pass it to finish_row).
 //   pieces_o:   [n] pointers to [d_v] floats
 //   pieces_lse: [n]
-float merge_pieces(std::span<const float* const> pieces_o, std::span<const float> pieces_lse,
-                   int d_v, float* o /*[d_v]*/);
+float merge_pieces(std::span<const float* const> pieces_o, std::span<const float> pieces_lse, int d_v,
+                   float* o /*[d_v]*/);
 
 // Element access for the activation dtypes (bf16, fp16, fp8 e4m3 x scale, fp32).
 float load_element(DType dtype, const void* base, int64_t index, float fp8_scale);
@@ -64,9 +64,8 @@ Status walk_schedule(const char* entry, const DecodePlan& plan, const HostSchedu
 
 // The plan must describe this call: item count, rows per item and d_v match,
 // and partial buffers exist when the plan has slots.
-Status check_split_plan(const char* entry, const DecodePlan& plan, int num_items,
-                        int q_tokens_per_item, int rows_per_item, int d_v,
-                        const float* partial_o, const float* partial_lse);
+Status check_split_plan(const char* entry, const DecodePlan& plan, int num_items, int q_tokens_per_item,
+                        int rows_per_item, int d_v, const float* partial_o, const float* partial_lse);
 
 // max(1, ceil(length / kKvBlockTokens)).
 inline int32_t num_kv_blocks(int32_t length) {

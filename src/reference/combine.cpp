@@ -26,9 +26,9 @@ Status reference_combine(const CombineParams& params) {
         entry.first_slot + entry.num_pieces > params.num_slots) {
       return Status::invalid_argument(
           std::string(kEntry) + ": argument 'entries[" + std::to_string(e) + "]' = {item " +
-          std::to_string(entry.item) + ", first_slot " + std::to_string(entry.first_slot) +
-          ", num_pieces " + std::to_string(entry.num_pieces) + "} must name an item in [0, " +
-          std::to_string(num_items) + ") and slots in [0, " + std::to_string(params.num_slots) + ")");
+          std::to_string(entry.item) + ", first_slot " + std::to_string(entry.first_slot) + ", num_pieces " +
+          std::to_string(entry.num_pieces) + "} must name an item in [0, " + std::to_string(num_items) +
+          ") and slots in [0, " + std::to_string(params.num_slots) + ")");
     }
   }
 

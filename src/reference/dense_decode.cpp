@@ -29,8 +29,8 @@ int32_t dense_length(const DenseDecodeParams& params, int b) {
 
 // Attention of every query row of request b over tokens [token_begin, token_end),
 // each row further limited by its causal window.
-void attend_dense_request(const DenseDecodeParams& params, int b, int32_t token_begin,
-                          int32_t token_end, const DenseRowEmit& emit) {
+void attend_dense_request(const DenseDecodeParams& params, int b, int32_t token_begin, int32_t token_end,
+                          const DenseRowEmit& emit) {
   const DenseDecodeShape& shape = params.shape;
   const int32_t length = dense_length(params, b);
   token_end = std::min(token_end, length);
@@ -74,8 +74,8 @@ void attend_dense_request(const DenseDecodeParams& params, int b, int32_t token_
       for (int32_t t = token_begin; t < row_end; ++t) {
         keys.push_back(kv.data() + (static_cast<size_t>(t - token_begin) * shape.h_kv + g) * shape.d_qk);
       }
-      const RowStats stats = attend_row(q.data(), keys, shape.d_qk, shape.d_v, params.softmax_scale,
-                                        o.data(), scratch);
+      const RowStats stats =
+          attend_row(q.data(), keys, shape.d_qk, shape.d_v, params.softmax_scale, o.data(), scratch);
       emit(s, h, o.data(), stats);
     }
   }
@@ -88,8 +88,8 @@ DenseRowEmit dense_final_emit(const DenseDecodeParams& params, int b) {
     const float lse = reference_detail::finish_row(stats.lse, o, shape.d_v, nullptr);
     const int64_t out_offset = b * params.out_stride_b + s * params.out_stride_s + h * params.out_stride_h;
     reference_detail::store_row(shape.out_dtype,
-                                static_cast<char*>(params.out) + out_offset * dtype_size(shape.out_dtype),
-                                o, shape.d_v);
+                                static_cast<char*>(params.out) + out_offset * dtype_size(shape.out_dtype), o,
+                                shape.d_v);
     params.lse[b * params.lse_stride_b + h * params.lse_stride_h + s] = lse;
   };
 }
@@ -105,8 +105,7 @@ Status reference_dense_decode(const DenseDecodeParams& params) {
 }
 
 Status reference_dense_decode_split(const DenseDecodeParams& params, const DecodePlan& plan,
-                                    const HostSchedule& schedule, float* partial_o,
-                                    float* partial_lse) {
+                                    const HostSchedule& schedule, float* partial_o, float* partial_lse) {
   constexpr const char* kEntry = "reference_dense_decode_split";
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
   const DenseDecodeShape& shape = params.shape;
@@ -127,7 +126,7 @@ Status reference_dense_decode_split(const DenseDecodeParams& params, const Decod
       return;
     }
     float* slot_o = partial_o + static_cast<size_t>(piece.slot) * rows_per_item * shape.d_v;  // [rows, d_v]
-    float* slot_lse = partial_lse + static_cast<size_t>(piece.slot) * rows_per_item;           // [rows]
+    float* slot_lse = partial_lse + static_cast<size_t>(piece.slot) * rows_per_item;          // [rows]
     attend_dense_request(params, b, token_begin, token_end,
                          [&](int s, int h, float* o, const RowStats& stats) {
                            const int row = s * shape.h_q + h;

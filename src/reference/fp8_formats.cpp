@@ -1,12 +1,11 @@
 // Host conversions for the low-precision formats (see openmla/fp8.h):
 // BF16/FP16 <-> float with round-to-nearest-even, float8_e4m3fn encode/decode,
 // per-tensor FP8 quantisation and the 656-byte sparse FP8 token.
-#include "openmla/fp8.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "openmla/fp8.h"
 #include "openmla/types.h"
 
 namespace openmla {
@@ -37,7 +36,7 @@ double round_half_even(double x) {
 // e4m3fn field layout.
 constexpr int kE4m3MantissaBits = 3;
 constexpr int kE4m3Bias = 7;
-constexpr int kE4m3MinNormalExp = 1 - kE4m3Bias;                      // 2^-6
+constexpr int kE4m3MinNormalExp = 1 - kE4m3Bias;                          // 2^-6
 constexpr int kE4m3SubnormalExp = kE4m3MinNormalExp - kE4m3MantissaBits;  // 2^-9 per step
 constexpr uint8_t kE4m3NaN = 0x7f;
 constexpr uint8_t kE4m3MaxBits = 0x7e;  // 1.75 * 2^8 = 448
@@ -84,8 +83,7 @@ uint16_t float_to_fp16_bits(float value) {
   // Normal: keep 10 of the 23 mantissa bits, RNE on the other 13. A mantissa
   // carry moves into the exponent field; past the top exponent that is inf.
   const uint32_t mantissa = bits & 0x7fffffu;
-  uint32_t half = (static_cast<uint32_t>(exponent + kFp16Bias) << kFp16MantissaBits) |
-                  (mantissa >> 13);
+  uint32_t half = (static_cast<uint32_t>(exponent + kFp16Bias) << kFp16MantissaBits) | (mantissa >> 13);
   const uint32_t dropped = mantissa & 0x1fffu;
   if (dropped > 0x1000u || (dropped == 0x1000u && (half & 1u))) ++half;
   if (half >= 0x7c00u) half = 0x7c00u;  // exponent too large even before rounding
@@ -142,9 +140,9 @@ float e4m3_bits_to_float(uint8_t bits) {
   const bool negative = (bits & 0x80) != 0;
   const int exponent = (bits >> kE4m3MantissaBits) & 0xf;
   const int mantissa = bits & 0x7;
-  const float magnitude =
-      exponent == 0 ? std::ldexp(static_cast<float>(mantissa), kE4m3SubnormalExp)
-                    : std::ldexp(static_cast<float>(8 + mantissa), exponent - kE4m3Bias - 3);
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), kE4m3SubnormalExp)
+                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - kE4m3Bias - 3);
   return negative ? -magnitude : magnitude;
 }
 

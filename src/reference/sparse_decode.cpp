@@ -29,12 +29,13 @@ int32_t sparse_length(const SparseDecodeParams& params, int b) {
 
 // Attention of every head of query token (b, s) over index positions
 // [pos_begin, pos_end).
-void attend_sparse_query(const SparseDecodeParams& params, int b, int s, int32_t pos_begin,
-                         int32_t pos_end, const SparseRowEmit& emit) {
+void attend_sparse_query(const SparseDecodeParams& params, int b, int s, int32_t pos_begin, int32_t pos_end,
+                         const SparseRowEmit& emit) {
   const SparseDecodeShape& shape = params.shape;
   pos_end = std::min(pos_end, sparse_length(params, b));
   const int64_t num_tokens = static_cast<int64_t>(shape.num_pages) * shape.page_size;
-  const int32_t* index_row = params.indices + b * params.indices_stride_b + s * params.indices_stride_s;  // [topk]
+  const int32_t* index_row =
+      params.indices + b * params.indices_stride_b + s * params.indices_stride_s;  // [topk]
 
   // Dequantised rows of the valid indices in the range: [n_valid, 576].
   std::vector<float> rows;
@@ -58,8 +59,8 @@ void attend_sparse_query(const SparseDecodeParams& params, int b, int s, int32_t
     for (int d = 0; d < shape.d_qk; ++d) {
       q[d] = reference_detail::load_element(DType::kBF16, params.q, q_base + d, 1.0f);
     }
-    const RowStats stats = attend_row(q.data(), keys, shape.d_qk, shape.d_v, params.softmax_scale,
-                                      o.data(), scratch);
+    const RowStats stats =
+        attend_row(q.data(), keys, shape.d_qk, shape.d_v, params.softmax_scale, o.data(), scratch);
     emit(h, o.data(), stats);
   }
 }
@@ -71,8 +72,7 @@ SparseRowEmit sparse_final_emit(const SparseDecodeParams& params, int b, int s) 
     const float* sink = params.attn_sink != nullptr ? params.attn_sink + h : nullptr;
     const float lse = reference_detail::finish_row(stats.lse, o, shape.d_v, sink);
     const int64_t out_offset = b * params.out_stride_b + s * params.out_stride_s + h * params.out_stride_h;
-    reference_detail::store_row(DType::kBF16, static_cast<uint16_t*>(params.out) + out_offset, o,
-                                shape.d_v);
+    reference_detail::store_row(DType::kBF16, static_cast<uint16_t*>(params.out) + out_offset, o, shape.d_v);
     params.lse[b * params.lse_stride_b + h * params.lse_stride_h + s] = lse;
   };
 }
@@ -90,14 +90,13 @@ Status reference_sparse_decode(const SparseDecodeParams& params) {
 }
 
 Status reference_sparse_decode_split(const SparseDecodeParams& params, const DecodePlan& plan,
-                                     const HostSchedule& schedule, float* partial_o,
-                                     float* partial_lse) {
+                                     const HostSchedule& schedule, float* partial_o, float* partial_lse) {
   constexpr const char* kEntry = "reference_sparse_decode_split";
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode(kEntry, params));
   const SparseDecodeShape& shape = params.shape;
   // Sparse items are (request, query token) pairs; rows inside an item are heads.
-  OPENMLA_RETURN_IF_ERROR(reference_detail::check_split_plan(
-      kEntry, plan, shape.batch * shape.s_q, 1, shape.h_q, shape.d_v, partial_o, partial_lse));
+  OPENMLA_RETURN_IF_ERROR(reference_detail::check_split_plan(kEntry, plan, shape.batch * shape.s_q, 1,
+                                                             shape.h_q, shape.d_v, partial_o, partial_lse));
 
   const auto num_blocks = [&params](int32_t item) {
     return reference_detail::num_kv_blocks(sparse_length(params, item / params.shape.s_q));

@@ -21,9 +21,8 @@ Status reference_sparse_prefill(const SparsePrefillParams& params) {
   std::vector<float> scratch;
   for (int s = 0; s < shape.s_q; ++s) {
     // Key rows: the valid indices among the first topk_length[s] positions.
-    const int32_t length = params.topk_length != nullptr
-                               ? std::clamp(params.topk_length[s], 0, shape.topk)
-                               : shape.topk;
+    const int32_t length =
+        params.topk_length != nullptr ? std::clamp(params.topk_length[s], 0, shape.topk) : shape.topk;
     const int32_t* index_row = params.indices + s * params.indices_stride_s;  // [topk]
     rows.clear();
     for (int32_t k = 0; k < length; ++k) {
@@ -47,8 +46,9 @@ Status reference_sparse_prefill(const SparsePrefillParams& params) {
       const float* sink = params.attn_sink != nullptr ? params.attn_sink + h : nullptr;
       const float lse = reference_detail::finish_row(stats.lse, o.data(), shape.d_v, sink);
       reference_detail::store_row(
-          DType::kBF16, static_cast<uint16_t*>(params.out) + s * params.out_stride_s + h * params.out_stride_h,
-          o.data(), shape.d_v);
+          DType::kBF16,
+          static_cast<uint16_t*>(params.out) + s * params.out_stride_s + h * params.out_stride_h, o.data(),
+          shape.d_v);
       params.max_logits[static_cast<int64_t>(s) * shape.h_q + h] = stats.max_logit;
       params.lse[static_cast<int64_t>(s) * shape.h_q + h] = lse;
     }

@@ -30,8 +30,8 @@ float from_bits(uint32_t bits) {
 double e4m3_by_definition(uint8_t code) {
   const int sign = code >> 7, exponent = (code >> 3) & 0xf, mantissa = code & 7;
   if (exponent == 15 && mantissa == 7) return std::nan("");
-  const double magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0, -6)
-                                         : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
   return sign ? -magnitude : magnitude;
 }
 
@@ -87,15 +87,15 @@ TEST(Fp8E4m3, EncodeExactValuesTiesSaturationNaN) {
   EXPECT_EQ(float_to_e4m3_bits(0.0f), 0x00);
   EXPECT_EQ(float_to_e4m3_bits(-0.0f), 0x80);
   // ties go to the even mantissa
-  EXPECT_EQ(float_to_e4m3_bits(1.0625f), 0x38);   // 1 | 1.125 -> 1
-  EXPECT_EQ(float_to_e4m3_bits(1.1875f), 0x3a);   // 1.125 | 1.25 -> 1.25
-  EXPECT_EQ(float_to_e4m3_bits(1.9375f), 0x40);   // 1.875 | 2 -> 2 (next binade)
+  EXPECT_EQ(float_to_e4m3_bits(1.0625f), 0x38);  // 1 | 1.125 -> 1
+  EXPECT_EQ(float_to_e4m3_bits(1.1875f), 0x3a);  // 1.125 | 1.25 -> 1.25
+  EXPECT_EQ(float_to_e4m3_bits(1.9375f), 0x40);  // 1.875 | 2 -> 2 (next binade)
   EXPECT_EQ(float_to_e4m3_bits(-1.0625f), 0xb8);
   EXPECT_EQ(float_to_e4m3_bits(std::nextafter(1.0625f, 2.0f)), 0x39);  // just above a tie
-  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(1.0f, -10)), 0x00);  // 0 | 2^-9 -> 0
-  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(1.5f, -9)), 0x02);   // 1 | 2 units -> 2
-  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(2.5f, -9)), 0x02);   // 2 | 3 units -> 2
-  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(7.5f, -9)), 0x08);   // largest subnormal | smallest normal
+  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(1.0f, -10)), 0x00);          // 0 | 2^-9 -> 0
+  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(1.5f, -9)), 0x02);           // 1 | 2 units -> 2
+  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(2.5f, -9)), 0x02);           // 2 | 3 units -> 2
+  EXPECT_EQ(float_to_e4m3_bits(std::ldexp(7.5f, -9)), 0x08);           // largest subnormal | smallest normal
   EXPECT_EQ(float_to_e4m3_bits(1e-10f), 0x00);
   EXPECT_EQ(float_to_e4m3_bits(-1e-10f), 0x80);
   // saturation: no inf in e4m3fn
@@ -186,18 +186,18 @@ TEST(Fp8Fp16, RoundToNearestEvenCases) {
   EXPECT_EQ(float_to_fp16_bits(1.0f), 0x3c00);
   EXPECT_EQ(float_to_fp16_bits(-2.0f), 0xc000);
   EXPECT_EQ(float_to_fp16_bits(-0.0f), 0x8000);
-  EXPECT_EQ(float_to_fp16_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie, even below
-  EXPECT_EQ(float_to_fp16_bits(1.0f + std::ldexp(3.0f, -11)), 0x3c02);      // tie, even above
-  EXPECT_EQ(float_to_fp16_bits(65504.0f), 0x7bff);                           // max
+  EXPECT_EQ(float_to_fp16_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie, even below
+  EXPECT_EQ(float_to_fp16_bits(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // tie, even above
+  EXPECT_EQ(float_to_fp16_bits(65504.0f), 0x7bff);                      // max
   EXPECT_EQ(float_to_fp16_bits(65519.0f), 0x7bff);
-  EXPECT_EQ(float_to_fp16_bits(65520.0f), 0x7c00);                           // tie above max -> inf
+  EXPECT_EQ(float_to_fp16_bits(65520.0f), 0x7c00);  // tie above max -> inf
   EXPECT_EQ(float_to_fp16_bits(1e6f), 0x7c00);
   EXPECT_EQ(float_to_fp16_bits(-kInf), 0xfc00);
-  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1.0f, -24)), 0x0001);             // smallest subnormal
-  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1.0f, -25)), 0x0000);             // tie -> 0
-  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1.5f, -24)), 0x0002);             // tie -> 2
+  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1.0f, -25)), 0x0000);  // tie -> 0
+  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1.5f, -24)), 0x0002);  // tie -> 2
   EXPECT_EQ(float_to_fp16_bits(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
-  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1023.5f, -24)), 0x0400);          // rounds into the normals
+  EXPECT_EQ(float_to_fp16_bits(std::ldexp(1023.5f, -24)), 0x0400);  // rounds into the normals
   EXPECT_EQ(float_to_fp16_bits(1e-10f), 0x0000);
   EXPECT_TRUE(std::isnan(fp16_bits_to_float(float_to_fp16_bits(kNaN))));
   EXPECT_EQ(fp16_bits_to_float(0x3c00), 1.0f);
@@ -287,9 +287,9 @@ TEST(Fp8SparseToken, BytesLayoutExactlyAsSpecified) {
   EXPECT_EQ(token[516], 0x00);
   EXPECT_EQ(token[519], 0x40);
 
-  EXPECT_EQ(token[0], 0x7e);    // 448 / 1
-  EXPECT_EQ(token[1], 0xb8);    // -1
-  EXPECT_EQ(token[2], 0x38);    // 1.0625 -> 1
+  EXPECT_EQ(token[0], 0x7e);  // 448 / 1
+  EXPECT_EQ(token[1], 0xb8);  // -1
+  EXPECT_EQ(token[2], 0x38);  // 1.0625 -> 1
   EXPECT_EQ(token[3], 0x00);
   EXPECT_EQ(token[128], 0xf6);  // -449 / 2 = -224.5 -> -224 = -1.75 * 2^7 (exponent field 14, mantissa 6)
   EXPECT_EQ(token[129], 0x3c);  // 3 / 2 = 1.5 = 1.5 * 2^0 (field 7, mantissa 4)

@@ -39,23 +39,35 @@ double naive_bf16(uint16_t bits) {
 double naive_fp16(uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
   double magnitude;
-  if (exponent == 0) magnitude = std::ldexp(static_cast<double>(mantissa), -24);
-  else if (exponent == 31) magnitude = mantissa ? std::nan("") : kInf;
-  else magnitude = std::ldexp(1.0 + mantissa / 1024.0, exponent - 15);
+  if (exponent == 0)
+    magnitude = std::ldexp(static_cast<double>(mantissa), -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? std::nan("") : kInf;
+  else
+    magnitude = std::ldexp(1.0 + mantissa / 1024.0, exponent - 15);
   return (bits & 0x8000) ? -magnitude : magnitude;
 }
 
 double naive_e4m3(uint8_t code) {
   const int exponent = (code >> 3) & 0xf, mantissa = code & 7;
   if (exponent == 15 && mantissa == 7) return std::nan("");
-  const double magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
   return (code & 0x80) ? -magnitude : magnitude;
 }
 
 double naive_element(DType dtype, const uint8_t* bytes, int64_t index) {
   switch (dtype) {
-    case DType::kBF16: { uint16_t b; std::memcpy(&b, bytes + 2 * index, 2); return naive_bf16(b); }
-    case DType::kFP16: { uint16_t b; std::memcpy(&b, bytes + 2 * index, 2); return naive_fp16(b); }
+    case DType::kBF16: {
+      uint16_t b;
+      std::memcpy(&b, bytes + 2 * index, 2);
+      return naive_bf16(b);
+    }
+    case DType::kFP16: {
+      uint16_t b;
+      std::memcpy(&b, bytes + 2 * index, 2);
+      return naive_fp16(b);
+    }
     case DType::kFP8E4M3: return naive_e4m3(bytes[index]);
     default: return std::nan("");
   }
@@ -119,7 +131,8 @@ std::vector<NaiveRow> naive_dense_request(const test::DenseDecodeInputs& in, int
       const int64_t page = in.block_table[b * in.block_table_stride_b + t / sh.page_size];
       std::vector<double> k(sh.d_qk);
       for (int d = 0; d < sh.d_qk; ++d) {
-        const int64_t index = page * in.kv_stride_page + (t % sh.page_size) * in.kv_stride_token + g * in.kv_stride_head + d;
+        const int64_t index =
+            page * in.kv_stride_page + (t % sh.page_size) * in.kv_stride_token + g * in.kv_stride_head + d;
         k[d] = naive_element(sh.kv_dtype, in.kv_cache.data(), index) * kv_scale;
       }
       keys[g].push_back(k);
@@ -199,14 +212,16 @@ std::vector<NaiveRow> naive_sparse_query(const test::SparseDecodeInputs& in, int
   std::vector<std::vector<double>> tokens;
   for (int k = p0; k < std::min(p1, counted); ++k) {
     const int32_t index = in.indices[b * in.indices_stride_b + s * in.indices_stride_s + k];
-    if (index >= 0 && index < static_cast<int64_t>(sh.num_pages) * sh.page_size) tokens.push_back(naive_sparse_token(in, index));
+    if (index >= 0 && index < static_cast<int64_t>(sh.num_pages) * sh.page_size)
+      tokens.push_back(naive_sparse_token(in, index));
   }
   std::vector<const std::vector<double>*> keys;
   for (const auto& t : tokens) keys.push_back(&t);
   std::vector<NaiveRow> rows;
   for (int h = 0; h < sh.h_q; ++h) {
     std::vector<double> q(576);
-    for (int d = 0; d < 576; ++d) q[d] = naive_bf16(in.q[b * in.q_stride_b + s * in.q_stride_s + h * in.q_stride_h + d]);
+    for (int d = 0; d < 576; ++d)
+      q[d] = naive_bf16(in.q[b * in.q_stride_b + s * in.q_stride_s + h * in.q_stride_h + d]);
     rows.push_back(naive_attend(q, keys, in.softmax_scale, sh.d_v));
   }
   return rows;
@@ -272,7 +287,8 @@ void expect_output_close(const std::vector<float>& got, const std::vector<double
   for (double w : want) norm2 += w * w;
   const double rms = std::sqrt(norm2 / std::max<size_t>(want.size(), 1));
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(got[i])) << "output " << i << " = " << got[i] << " (NaN leaked or never written)";
+    ASSERT_TRUE(std::isfinite(got[i]))
+        << "output " << i << " = " << got[i] << " (NaN leaked or never written)";
     ASSERT_LE(std::fabs(got[i] - want[i]), 2 * half_ulp(dtype) * std::fabs(want[i]) + 1e-5 * rms)
         << "output " << i << ": got " << got[i] << ", expected " << want[i];
   }
@@ -299,8 +315,10 @@ void expect_within_one_ulp(const std::vector<float>& got, const std::vector<floa
     const float magnitude = std::max(std::fabs(got[i]), std::fabs(want[i]));
     // Subnormals have a fixed spacing: 2^-24 (fp16), 2^-133 (bf16).
     const double min_ulp = dtype == DType::kFP16 ? 0x1p-24 : 0x1p-133;
-    const double ulp = magnitude == 0.0f ? 0.0 : std::max(std::ldexp(1.0, std::ilogb(magnitude) - mantissa_bits), min_ulp);
-    ASSERT_LE(std::fabs(got[i] - want[i]), ulp + noise) << "output " << i << ": split " << got[i] << ", direct " << want[i];
+    const double ulp =
+        magnitude == 0.0f ? 0.0 : std::max(std::ldexp(1.0, std::ilogb(magnitude) - mantissa_bits), min_ulp);
+    ASSERT_LE(std::fabs(got[i] - want[i]), ulp + noise)
+        << "output " << i << ": split " << got[i] << ", direct " << want[i];
   }
 }
 
@@ -312,8 +330,8 @@ struct DenseCase {
   test::DenseDecodeConfig config;
 };
 
-test::DenseDecodeConfig dense_config(int batch, int s_q, int h_q, int h_kv, int page_size, DType dtype, bool causal,
-                                     int d_qk = kHeadDimQK, int max_seqlen = 200, int pad = 0) {
+test::DenseDecodeConfig dense_config(int batch, int s_q, int h_q, int h_kv, int page_size, DType dtype,
+                                     bool causal, int d_qk = kHeadDimQK, int max_seqlen = 200, int pad = 0) {
   test::DenseDecodeConfig c;
   c.batch = batch, c.s_q = s_q, c.h_q = h_q, c.h_kv = h_kv, c.page_size = page_size;
   c.dtype = dtype, c.causal = causal, c.d_qk = d_qk, c.max_seqlen = max_seqlen, c.stride_pad_bytes = pad;
@@ -326,10 +344,12 @@ std::vector<DenseCase> dense_cases() {
       {"bf16_h3_sq2_page16_causal", dense_config(4, 2, 3, 1, 16, DType::kBF16, true, kHeadDimQK, 150, 16)},
       {"bf16_h1_sq5_page1_causal", dense_config(4, 5, 1, 1, 1, DType::kBF16, true, kHeadDimQK, 70)},
       {"bf16_h128_hkv2_d512", dense_config(3, 1, 128, 2, 64, DType::kBF16, false, kHeadDimLatent, 90)},
-      {"fp16_h16_hkv2_sq2_page16_causal", dense_config(4, 2, 16, 2, 16, DType::kFP16, true, kHeadDimQK, 200, 32)},
+      {"fp16_h16_hkv2_sq2_page16_causal",
+       dense_config(4, 2, 16, 2, 16, DType::kFP16, true, kHeadDimQK, 200, 32)},
       {"fp16_h3_sq5_page64", dense_config(3, 5, 3, 1, 64, DType::kFP16, false, kHeadDimLatent, 100)},
       {"fp8_h16_page64", dense_config(4, 1, 16, 1, 64, DType::kFP8E4M3, false)},
-      {"fp8_h16_hkv2_sq5_page16_causal", dense_config(3, 5, 16, 2, 16, DType::kFP8E4M3, true, kHeadDimQK, 120, 16)},
+      {"fp8_h16_hkv2_sq5_page16_causal",
+       dense_config(3, 5, 16, 2, 16, DType::kFP8E4M3, true, kHeadDimQK, 120, 16)},
   };
 }
 
@@ -351,7 +371,9 @@ TEST_P(ReferenceDense, MatchesFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ReferenceShapes, ReferenceDense, ::testing::ValuesIn(dense_cases()),
-                         [](const ::testing::TestParamInfo<DenseCase>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<DenseCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(ReferenceDenseRows, EmptyRequestsAndCausalRowsWithoutKeys) {
   // Request 0: 3 tokens, s_q = 5, causal -> rows 0 and 1 see no key.
@@ -436,7 +458,9 @@ TEST_P(ReferenceSparse, MatchesFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ReferenceShapes, ReferenceSparse, ::testing::ValuesIn(sparse_cases()),
-                         [](const ::testing::TestParamInfo<SparseCase>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<SparseCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(ReferenceSparseRows, AllInvalidRowsSinksAndClampedTopkLength) {
   test::SparseDecodeConfig config = sparse_config(3, 2, 8, 128, 16, 12, true, true);
@@ -447,13 +471,14 @@ TEST(ReferenceSparseRows, AllInvalidRowsSinksAndClampedTopkLength) {
   in.topk_length[2] = 77;
   // Positions the builder left uncounted point at poisoned tokens; now that
   // they count, point them at live ones.
-  const int32_t live_token = static_cast<int32_t>(
-      std::find(in.token_live.begin(), in.token_live.end(), 1) - in.token_live.begin());
+  const int32_t live_token =
+      static_cast<int32_t>(std::find(in.token_live.begin(), in.token_live.end(), 1) - in.token_live.begin());
   for (int b = 1; b < 3; ++b) {
     for (int s = 0; s < 2; ++s) {
       for (int k = 0; k < 128; ++k) {
         int32_t& index = in.indices[b * in.indices_stride_b + s * in.indices_stride_s + k];
-        if (index >= 0 && index < 12 * 16 && !in.token_live[index]) index = (b == 2 && s == 0) ? -1 : live_token;
+        if (index >= 0 && index < 12 * 16 && !in.token_live[index])
+          index = (b == 2 && s == 0) ? -1 : live_token;
       }
     }
   }
@@ -492,8 +517,8 @@ struct PrefillCase {
   test::SparsePrefillConfig config;
 };
 
-test::SparsePrefillConfig prefill_config(int s_q, int h_q, int s_kv, int topk, int d_qk, bool topk_length, bool sink,
-                                         int pad = 0) {
+test::SparsePrefillConfig prefill_config(int s_q, int h_q, int s_kv, int topk, int d_qk, bool topk_length,
+                                         bool sink, int pad = 0) {
   test::SparsePrefillConfig c;
   c.s_q = s_q, c.h_q = h_q, c.s_kv = s_kv, c.topk = topk, c.d_qk = d_qk;
   c.use_topk_length = topk_length, c.use_attn_sink = sink, c.stride_pad_bytes = pad;
@@ -535,7 +560,9 @@ TEST_P(ReferencePrefill, MatchesFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ReferenceShapes, ReferencePrefill, ::testing::ValuesIn(prefill_cases()),
-                         [](const ::testing::TestParamInfo<PrefillCase>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<PrefillCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // ---------------------------------------------------------------------------
 // Split path: schedules made here (independent of the planner)
@@ -547,7 +574,8 @@ struct Schedule {
 
 // Cut the flattened (item, block) list into num_parts near-equal contiguous
 // ranges; slots in part order, each split item's pieces consecutive.
-Schedule even_split(int q_tokens_per_item, int rows_per_item, const std::vector<int32_t>& blocks, int num_parts) {
+Schedule even_split(int q_tokens_per_item, int rows_per_item, const std::vector<int32_t>& blocks,
+                    int num_parts) {
   Schedule result;
   const int num_items = static_cast<int>(blocks.size());
   DecodePlan& plan = result.plan;
@@ -585,7 +613,8 @@ Schedule even_split(int q_tokens_per_item, int rows_per_item, const std::vector<
       const int pieces = int(begin_partial) + int(end_partial);
       work.first_slot = pieces > 0 ? next_slot : -1;
       if (begin_partial) {
-        if (first_slot_of_item[begin_item] < 0) first_slot_of_item[begin_item] = next_slot, first_part_of_item[begin_item] = p;
+        if (first_slot_of_item[begin_item] < 0)
+          first_slot_of_item[begin_item] = next_slot, first_part_of_item[begin_item] = p;
         ++parts_of_item[begin_item];
       }
       if (end_partial) {
@@ -600,7 +629,8 @@ Schedule even_split(int q_tokens_per_item, int rows_per_item, const std::vector<
   result.schedule.combine.assign(num_parts, CombineEntry{-1, -1, 0, 0});
   for (int i = 0; i < num_items; ++i) {
     if (parts_of_item[i] >= 2) {
-      result.schedule.combine[first_part_of_item[i]] = CombineEntry{i, first_slot_of_item[i], parts_of_item[i], 0};
+      result.schedule.combine[first_part_of_item[i]] =
+          CombineEntry{i, first_slot_of_item[i], parts_of_item[i], 0};
     }
   }
   return result;
@@ -659,14 +689,17 @@ int check_dense_split(test::DenseDecodeInputs& in, const Schedule& s) {
   const int rows = sh.s_q * sh.h_q;
   HostVector<float> partial_o(std::max<size_t>(1, size_t(s.plan.num_slots) * rows * kHeadDimV), kNaNf);
   HostVector<float> partial_lse(std::max<size_t>(1, size_t(s.plan.num_slots) * rows), kNaNf);
-  const Status status = reference_dense_decode_split(params, s.plan, s.schedule, partial_o.data(), partial_lse.data());
+  const Status status =
+      reference_dense_decode_split(params, s.plan, s.schedule, partial_o.data(), partial_lse.data());
   EXPECT_TRUE(status.is_ok()) << status.message();
 
   std::vector<int32_t> blocks;
   for (int b = 0; b < sh.batch; ++b) blocks.push_back(std::max(1, (in.seqlens[b] + 63) / 64));
   for_each_partial_piece(s, blocks, [&](int item, int begin, int end, int slot) {
-    SCOPED_TRACE("item " + std::to_string(item) + " blocks [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
-    expect_slot_matches(partial_o, partial_lse, slot, rows, naive_dense_request(in, item, 64 * begin, 64 * end));
+    SCOPED_TRACE("item " + std::to_string(item) + " blocks [" + std::to_string(begin) + ", " +
+                 std::to_string(end) + ")");
+    expect_slot_matches(partial_o, partial_lse, slot, rows,
+                        naive_dense_request(in, item, 64 * begin, 64 * end));
   });
 
   CombineParams combine;
@@ -676,7 +709,8 @@ int check_dense_split(test::DenseDecodeInputs& in, const Schedule& s) {
   combine.entries = s.schedule.combine.data();
   combine.partial_o = partial_o.data(), combine.partial_lse = partial_lse.data();
   combine.out = in.out.data(), combine.out_dtype = sh.out_dtype;
-  combine.out_stride_b = in.out_stride_b, combine.out_stride_s = in.out_stride_s, combine.out_stride_h = in.out_stride_h;
+  combine.out_stride_b = in.out_stride_b, combine.out_stride_s = in.out_stride_s,
+  combine.out_stride_h = in.out_stride_h;
   combine.lse = in.lse.data(), combine.lse_stride_b = in.lse_stride_b, combine.lse_stride_h = in.lse_stride_h;
   const Status combined = reference_combine(combine);
   EXPECT_TRUE(combined.is_ok()) << combined.message();
@@ -697,7 +731,8 @@ int check_sparse_split(test::SparseDecodeInputs& in, const Schedule& s) {
   in.poison_outputs();
   HostVector<float> partial_o(std::max<size_t>(1, size_t(s.plan.num_slots) * sh.h_q * kHeadDimV), kNaNf);
   HostVector<float> partial_lse(std::max<size_t>(1, size_t(s.plan.num_slots) * sh.h_q), kNaNf);
-  const Status status = reference_sparse_decode_split(params, s.plan, s.schedule, partial_o.data(), partial_lse.data());
+  const Status status =
+      reference_sparse_decode_split(params, s.plan, s.schedule, partial_o.data(), partial_lse.data());
   EXPECT_TRUE(status.is_ok()) << status.message();
 
   std::vector<int32_t> blocks;
@@ -705,7 +740,8 @@ int check_sparse_split(test::SparseDecodeInputs& in, const Schedule& s) {
     blocks.push_back(std::max(1, (naive_counted(in.topk_length, item / sh.s_q, sh.topk) + 63) / 64));
   }
   for_each_partial_piece(s, blocks, [&](int item, int begin, int end, int slot) {
-    SCOPED_TRACE("item " + std::to_string(item) + " blocks [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+    SCOPED_TRACE("item " + std::to_string(item) + " blocks [" + std::to_string(begin) + ", " +
+                 std::to_string(end) + ")");
     expect_slot_matches(partial_o, partial_lse, slot, sh.h_q,
                         naive_sparse_query(in, item / sh.s_q, item % sh.s_q, 64 * begin, 64 * end));
   });
@@ -718,7 +754,8 @@ int check_sparse_split(test::SparseDecodeInputs& in, const Schedule& s) {
   combine.partial_o = partial_o.data(), combine.partial_lse = partial_lse.data();
   combine.attn_sink = params.attn_sink;
   combine.out = in.out.data(), combine.out_dtype = DType::kBF16;
-  combine.out_stride_b = in.out_stride_b, combine.out_stride_s = in.out_stride_s, combine.out_stride_h = in.out_stride_h;
+  combine.out_stride_b = in.out_stride_b, combine.out_stride_s = in.out_stride_s,
+  combine.out_stride_h = in.out_stride_h;
   combine.lse = in.lse.data(), combine.lse_stride_b = in.lse_stride_b, combine.lse_stride_h = in.lse_stride_h;
   const Status combined = reference_combine(combine);
   EXPECT_TRUE(combined.is_ok()) << combined.message();
@@ -752,7 +789,8 @@ TEST(ReferenceSplit, SparseEvenSchedulesMatchDirect) {
     test::SparseDecodeInputs in = test::make_sparse_decode_inputs(c.config, 22);
     std::vector<int32_t> blocks;
     for (int item = 0; item < c.config.batch * c.config.s_q; ++item) {
-      blocks.push_back(std::max(1, (naive_counted(in.topk_length, item / c.config.s_q, c.config.topk) + 63) / 64));
+      blocks.push_back(
+          std::max(1, (naive_counted(in.topk_length, item / c.config.s_q, c.config.topk) + 63) / 64));
     }
     for (int parts : {1, 2, 5, 11}) {
       SCOPED_TRACE(std::string(c.name) + ", " + std::to_string(parts) + " parts");
@@ -779,7 +817,9 @@ TEST(ReferenceSplit, DensePlannerSchedulesMatchDirect) {
     for (int parts : {2, 7}) {
       SCOPED_TRACE(std::string(c.name) + ", " + std::to_string(parts) + " parts");
       Schedule s;
-      ASSERT_TRUE(plan_dense_decode(in.shape, DeviceInfo{}, &s.plan, PlanOptions{.max_parts = parts, .min_parts = parts}).is_ok());
+      ASSERT_TRUE(plan_dense_decode(in.shape, DeviceInfo{}, &s.plan,
+                                    PlanOptions{.max_parts = parts, .min_parts = parts})
+                      .is_ok());
       ItemLengths lengths = s.plan.lengths;
       lengths.lengths = in.seqlens.data();
       ASSERT_TRUE(build_schedule_host(s.plan, lengths, &s.schedule).is_ok());
@@ -801,7 +841,9 @@ TEST(ReferenceSplit, SparsePlannerSchedulesMatchDirect) {
     for (int parts : {3, 8}) {
       SCOPED_TRACE(std::string(c.name) + ", " + std::to_string(parts) + " parts");
       Schedule s;
-      ASSERT_TRUE(plan_sparse_decode(in.shape, DeviceInfo{}, &s.plan, PlanOptions{.max_parts = parts, .min_parts = parts}).is_ok());
+      ASSERT_TRUE(plan_sparse_decode(in.shape, DeviceInfo{}, &s.plan,
+                                     PlanOptions{.max_parts = parts, .min_parts = parts})
+                      .is_ok());
       ItemLengths lengths = s.plan.lengths;
       lengths.lengths = in.topk_length.empty() ? nullptr : in.topk_length.data();
       ASSERT_TRUE(build_schedule_host(s.plan, lengths, &s.schedule).is_ok());
@@ -822,15 +864,16 @@ TEST(ReferenceCombine, MergesPiecesHandlesEmptyPiecesAndSinks) {
   constexpr int kHeads = 3, kPieces = 3;
   HostVector<float> partial_o(kPieces * kHeads * kHeadDimV);
   HostVector<float> partial_lse(kPieces * kHeads);
-  const float lses[kHeads][kPieces] = {{1.0f, 2.5f, -0.5f},           // three live pieces
-                                       {-INFINITY, 0.25f, -INFINITY},  // one live piece
+  const float lses[kHeads][kPieces] = {{1.0f, 2.5f, -0.5f},                 // three live pieces
+                                       {-INFINITY, 0.25f, -INFINITY},       // one live piece
                                        {-INFINITY, -INFINITY, -INFINITY}};  // all empty
   for (int p = 0; p < kPieces; ++p) {
     for (int h = 0; h < kHeads; ++h) {
       partial_lse[p * kHeads + h] = lses[h][p];
       for (int d = 0; d < kHeadDimV; ++d) {
         // Empty pieces hold NaN: the combine must never read their O.
-        partial_o[(p * kHeads + h) * kHeadDimV + d] = lses[h][p] == -INFINITY ? kNaNf : float(p + 1) + 0.001f * d;
+        partial_o[(p * kHeads + h) * kHeadDimV + d] =
+            lses[h][p] == -INFINITY ? kNaNf : float(p + 1) + 0.001f * d;
       }
     }
   }
@@ -843,10 +886,12 @@ TEST(ReferenceCombine, MergesPiecesHandlesEmptyPiecesAndSinks) {
     CombineParams params;
     params.batch = 1, params.s_q = 1, params.h_q = kHeads, params.q_tokens_per_item = 1;
     params.num_entries = 2, params.num_slots = kPieces;
-    params.entries = entries.data(), params.partial_o = partial_o.data(), params.partial_lse = partial_lse.data();
+    params.entries = entries.data(), params.partial_o = partial_o.data(),
+    params.partial_lse = partial_lse.data();
     params.attn_sink = with_sink ? sink.data() : nullptr;
     params.out = out.data(), params.out_dtype = DType::kFP16;
-    params.out_stride_b = kHeads * kHeadDimV, params.out_stride_s = kHeads * kHeadDimV, params.out_stride_h = kHeadDimV;
+    params.out_stride_b = kHeads * kHeadDimV, params.out_stride_s = kHeads * kHeadDimV,
+    params.out_stride_h = kHeadDimV;
     params.lse = lse.data(), params.lse_stride_b = kHeads, params.lse_stride_h = 1;
     const Status status = reference_combine(params);
     ASSERT_TRUE(status.is_ok()) << status.message();
@@ -871,7 +916,8 @@ TEST(ReferenceCombine, MergesPiecesHandlesEmptyPiecesAndSinks) {
         if (!std::isfinite(want_lse)) want = 0.0;
         want *= factor;
         const float got = fp16_bits_to_float(out[h * kHeadDimV + d]);
-        ASSERT_NEAR(got, want, 2 * half_ulp(DType::kFP16) * std::fabs(want) + 1e-7) << "head " << h << " d " << d;
+        ASSERT_NEAR(got, want, 2 * half_ulp(DType::kFP16) * std::fabs(want) + 1e-7)
+            << "head " << h << " d " << d;
       }
     }
   }
@@ -881,14 +927,16 @@ TEST(ReferenceCombine, MergesPiecesHandlesEmptyPiecesAndSinks) {
 // Validation and the input builders themselves
 // ---------------------------------------------------------------------------
 TEST(ReferenceValidation, BadArgumentsAreRejectedWithTheEntryName) {
-  test::DenseDecodeInputs dense = test::make_dense_decode_inputs(dense_config(2, 1, 4, 1, 16, DType::kBF16, false), 9);
+  test::DenseDecodeInputs dense =
+      test::make_dense_decode_inputs(dense_config(2, 1, 4, 1, 16, DType::kBF16, false), 9);
   DenseDecodeParams params = dense.params();
   params.shape.h_kv = 3;  // 4 % 3 != 0
   Status status = reference_dense_decode(params);
   EXPECT_FALSE(status.is_ok());
   EXPECT_NE(status.message().find("reference_dense_decode"), std::string::npos) << status.message();
 
-  test::SparseDecodeInputs sparse = test::make_sparse_decode_inputs(sparse_config(1, 1, 16, 64, 64, 2, false, false), 9);
+  test::SparseDecodeInputs sparse =
+      test::make_sparse_decode_inputs(sparse_config(1, 1, 16, 64, 64, 2, false, false), 9);
   SparseDecodeParams sparse_params = sparse.params();
   sparse_params.shape.topk = 100;  // not a multiple of 64
   status = reference_sparse_decode(sparse_params);
@@ -898,7 +946,8 @@ TEST(ReferenceValidation, BadArgumentsAreRejectedWithTheEntryName) {
   // A schedule that does not belong to the params.
   Schedule s = even_split(1, 4, {1, 1, 1}, 2);
   HostVector<float> partial_o(2 * 4 * kHeadDimV), partial_lse(2 * 4);
-  status = reference_dense_decode_split(dense.params(), s.plan, s.schedule, partial_o.data(), partial_lse.data());
+  status =
+      reference_dense_decode_split(dense.params(), s.plan, s.schedule, partial_o.data(), partial_lse.data());
   EXPECT_FALSE(status.is_ok());
   EXPECT_NE(status.message().find("reference_dense_decode_split"), std::string::npos) << status.message();
 }
@@ -930,7 +979,8 @@ TEST(ReferenceInputs, BuildersPoisonWhatMustNotBeRead) {
     ASSERT_LE(seen[page], 1);
     for (int slot = 0; slot < 16; ++slot) {
       const bool owned = owner >= 0 && first_page_index * 16 + slot < in.seqlens[owner];
-      const double value = naive_element(DType::kBF16, in.kv_cache.data(), page * in.kv_stride_page + slot * in.kv_stride_token);
+      const double value = naive_element(DType::kBF16, in.kv_cache.data(),
+                                         page * in.kv_stride_page + slot * in.kv_stride_token);
       ASSERT_EQ(std::isnan(value), !owned) << "page " << page << " slot " << slot;
     }
   }
@@ -938,7 +988,8 @@ TEST(ReferenceInputs, BuildersPoisonWhatMustNotBeRead) {
   for (float v : in.lse_values()) ASSERT_TRUE(std::isnan(v));
 
   // Sparse: every kind of index appears; counted valid ones point at live tokens.
-  test::SparseDecodeInputs sparse = test::make_sparse_decode_inputs(sparse_config(3, 2, 16, 256, 16, 20, true, true), 11);
+  test::SparseDecodeInputs sparse =
+      test::make_sparse_decode_inputs(sparse_config(3, 2, 16, 256, 16, 20, true, true), 11);
   const int64_t num_tokens = int64_t(sparse.shape.num_pages) * sparse.shape.page_size;
   int minus_one = 0, too_large = 0, negative = 0, valid = 0, uncounted_dead = 0;
   for (int b = 0; b < 3; ++b) {
@@ -951,9 +1002,12 @@ TEST(ReferenceInputs, BuildersPoisonWhatMustNotBeRead) {
           uncounted_dead += in_range && !sparse.token_live[index];
           continue;
         }
-        if (index == -1) ++minus_one;
-        else if (index >= num_tokens) ++too_large;
-        else if (index < 0) ++negative;
+        if (index == -1)
+          ++minus_one;
+        else if (index >= num_tokens)
+          ++too_large;
+        else if (index < 0)
+          ++negative;
         else {
           ++valid;
           ASSERT_TRUE(sparse.token_live[index]) << "counted index " << index << " points at a poisoned token";

@@ -57,11 +57,14 @@ struct AlignedAllocator {
   template <class U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
   T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(std::max<size_t>(n, 1) * sizeof(T), std::align_val_t(kBufferAlignment)));
+    return static_cast<T*>(
+        ::operator new(std::max<size_t>(n, 1) * sizeof(T), std::align_val_t(kBufferAlignment)));
   }
   void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kBufferAlignment)); }
   template <class U>
-  bool operator==(const AlignedAllocator<U>&) const { return true; }
+  bool operator==(const AlignedAllocator<U>&) const {
+    return true;
+  }
 };
 template <class T>
 using HostVector = std::vector<T, AlignedAllocator<T>>;
@@ -134,22 +137,22 @@ struct DenseDecodeConfig {
   bool causal = false;
   std::vector<int32_t> seqlens;  // [batch]; empty: random in [0, max_seqlen], with a 0 and a 1 mixed in
   int max_seqlen = 300;
-  int extra_pages = 2;            // whole pages no request uses (poisoned)
-  int extra_table_columns = 1;    // block-table columns past the longest request (garbage)
-  int stride_pad_bytes = 0;       // extra bytes on every strided dim (multiple of 16)
-  float softmax_scale = 0.0f;     // 0: 1 / sqrt(d_qk)
+  int extra_pages = 2;          // whole pages no request uses (poisoned)
+  int extra_table_columns = 1;  // block-table columns past the longest request (garbage)
+  int stride_pad_bytes = 0;     // extra bytes on every strided dim (multiple of 16)
+  float softmax_scale = 0.0f;   // 0: 1 / sqrt(d_qk)
 };
 
 struct DenseDecodeInputs {
   DenseDecodeShape shape;
-  HostVector<uint8_t> q;            // [batch, s_q, h_q, d_qk] elements of q_dtype, strided
-  HostVector<uint8_t> kv_cache;     // [num_pages, page_size, h_kv, d_qk] elements of kv_dtype, strided
-  HostVector<int32_t> block_table;  // [batch, max_pages_per_seq]
-  HostVector<int32_t> seqlens;      // [batch]
-  HostVector<uint8_t> out;          // [batch, s_q, h_q, d_v] elements of out_dtype, strided; NaN
-  HostVector<float> lse;            // [batch, h_q, s_q] strided; NaN
-  HostVector<float> q_scale{1.0f};  // [1]; fp8 dequant scale
-  HostVector<float> kv_scale{1.0f}; // [1]
+  HostVector<uint8_t> q;             // [batch, s_q, h_q, d_qk] elements of q_dtype, strided
+  HostVector<uint8_t> kv_cache;      // [num_pages, page_size, h_kv, d_qk] elements of kv_dtype, strided
+  HostVector<int32_t> block_table;   // [batch, max_pages_per_seq]
+  HostVector<int32_t> seqlens;       // [batch]
+  HostVector<uint8_t> out;           // [batch, s_q, h_q, d_v] elements of out_dtype, strided; NaN
+  HostVector<float> lse;             // [batch, h_q, s_q] strided; NaN
+  HostVector<float> q_scale{1.0f};   // [1]; fp8 dequant scale
+  HostVector<float> kv_scale{1.0f};  // [1]
   int64_t q_stride_b = 0, q_stride_s = 0, q_stride_h = 0;
   int64_t kv_stride_page = 0, kv_stride_token = 0, kv_stride_head = 0;
   int64_t block_table_stride_b = 0;
@@ -181,7 +184,9 @@ struct DenseDecodeInputs {
     return p;
   }
 
-  int64_t out_index(int b, int s, int h) const { return b * out_stride_b + s * out_stride_s + h * out_stride_h; }
+  int64_t out_index(int b, int s, int h) const {
+    return b * out_stride_b + s * out_stride_s + h * out_stride_h;
+  }
   int64_t lse_index(int b, int h, int s) const { return b * lse_stride_b + h * lse_stride_h + s; }
   // Logical [batch, s_q, h_q, d_v] and [batch, h_q, s_q] copies of the outputs.
   std::vector<float> out_values() const {
@@ -189,7 +194,8 @@ struct DenseDecodeInputs {
     for (int b = 0; b < shape.batch; ++b)
       for (int s = 0; s < shape.s_q; ++s)
         for (int h = 0; h < shape.h_q; ++h)
-          for (int d = 0; d < shape.d_v; ++d) values.push_back(load_value(shape.out_dtype, out.data(), out_index(b, s, h) + d));
+          for (int d = 0; d < shape.d_v; ++d)
+            values.push_back(load_value(shape.out_dtype, out.data(), out_index(b, s, h) + d));
     return values;
   }
   std::vector<float> lse_values() const {
@@ -220,7 +226,8 @@ inline DenseDecodeInputs make_dense_decode_inputs(const DenseDecodeConfig& confi
   sh.q_dtype = sh.kv_dtype = config.dtype;
   sh.out_dtype = config.dtype == DType::kFP8E4M3 ? DType::kBF16 : config.dtype;
   in.causal = config.causal;
-  in.softmax_scale = config.softmax_scale > 0.0f ? config.softmax_scale : 1.0f / std::sqrt(float(config.d_qk));
+  in.softmax_scale =
+      config.softmax_scale > 0.0f ? config.softmax_scale : 1.0f / std::sqrt(float(config.d_qk));
 
   // ---- lengths: given, or random with an empty and a one-token request ----
   in.seqlens.assign(config.batch, 0);
@@ -252,7 +259,8 @@ inline DenseDecodeInputs make_dense_decode_inputs(const DenseDecodeConfig& confi
   in.block_table_stride_b = sh.max_pages_per_seq;
   in.block_table.assign(static_cast<size_t>(config.batch) * sh.max_pages_per_seq, kGarbagePage);
   for (int b = 0, next = 0; b < config.batch; ++b) {
-    for (int j = 0; j < pages_needed[b]; ++j) in.block_table[b * in.block_table_stride_b + j] = permutation[next++];
+    for (int j = 0; j < pages_needed[b]; ++j)
+      in.block_table[b * in.block_table_stride_b + j] = permutation[next++];
   }
 
   // ---- layouts (padding on every strided dim when asked) ----
@@ -285,13 +293,15 @@ inline DenseDecodeInputs make_dense_decode_inputs(const DenseDecodeConfig& confi
   for (int b = 0; b < sh.batch; ++b)
     for (int s = 0; s < sh.s_q; ++s)
       for (int h = 0; h < sh.h_q; ++h)
-        for (int d = 0; d < sh.d_qk; ++d) q_slots.push_back(b * in.q_stride_b + s * in.q_stride_s + h * in.q_stride_h + d);
+        for (int d = 0; d < sh.d_qk; ++d)
+          q_slots.push_back(b * in.q_stride_b + s * in.q_stride_s + h * in.q_stride_h + d);
   for (int b = 0; b < sh.batch; ++b) {
     for (int t = 0; t < in.seqlens[b]; ++t) {
       const int64_t page = in.block_table[b * in.block_table_stride_b + t / sh.page_size];
       for (int g = 0; g < sh.h_kv; ++g)
         for (int d = 0; d < sh.d_qk; ++d)
-          kv_slots.push_back(page * in.kv_stride_page + (t % sh.page_size) * in.kv_stride_token + g * in.kv_stride_head + d);
+          kv_slots.push_back(page * in.kv_stride_page + (t % sh.page_size) * in.kv_stride_token +
+                             g * in.kv_stride_head + d);
     }
   }
   const auto fill = [&](const std::vector<int64_t>& slots, HostVector<uint8_t>& bytes, float* scale) {
@@ -316,32 +326,32 @@ inline DenseDecodeInputs make_dense_decode_inputs(const DenseDecodeConfig& confi
 struct SparseDecodeConfig {
   int batch = 2;
   int s_q = 1;
-  int h_q = 16;      // 8, 16, 32, 64 or 128
-  int topk = 128;    // multiple of 64
+  int h_q = 16;    // 8, 16, 32, 64 or 128
+  int topk = 128;  // multiple of 64
   int page_size = 64;
   int num_pages = 6;
-  double dead_token_fraction = 0.2;  // tokens left poisoned inside live pages
-  int dead_pages = 1;                // whole pages left poisoned
-  double invalid_fraction = 0.15;    // -1 entries
+  double dead_token_fraction = 0.2;     // tokens left poisoned inside live pages
+  int dead_pages = 1;                   // whole pages left poisoned
+  double invalid_fraction = 0.15;       // -1 entries
   double out_of_range_fraction = 0.05;  // >= num_pages * page_size
   double negative_fraction = 0.05;      // negative, not -1
-  bool all_invalid_row = true;       // item (batch - 1, 0) gets no valid index
-  bool use_topk_length = false;      // topk_length[b] random in [0, topk]
-  bool use_attn_sink = false;        // sink[h] random; head 0 = +inf, head 1 = -inf
-  int stride_pad_bytes = 0;          // extra bytes on every strided dim (multiple of 16)
-  float softmax_scale = 0.0f;        // 0: 1 / sqrt(576)
+  bool all_invalid_row = true;          // item (batch - 1, 0) gets no valid index
+  bool use_topk_length = false;         // topk_length[b] random in [0, topk]
+  bool use_attn_sink = false;           // sink[h] random; head 0 = +inf, head 1 = -inf
+  int stride_pad_bytes = 0;             // extra bytes on every strided dim (multiple of 16)
+  float softmax_scale = 0.0f;           // 0: 1 / sqrt(576)
 };
 
 struct SparseDecodeInputs {
   SparseDecodeShape shape;
-  HostVector<uint16_t> q;            // [batch, s_q, h_q, 576] bf16, strided
-  HostVector<uint8_t> kv_cache;      // [num_pages, page_size, 1, 656] bytes, page stride kv_stride_page_bytes
-  HostVector<int32_t> indices;       // [batch, s_q, topk], strided
-  HostVector<int32_t> topk_length;   // [batch] (empty: not used)
-  HostVector<float> attn_sink;       // [h_q] (empty: not used)
-  HostVector<uint16_t> out;          // [batch, s_q, h_q, 512] bf16, strided; NaN
-  HostVector<float> lse;             // [batch, h_q, s_q], strided; NaN
-  std::vector<uint8_t> token_live;   // [num_pages * page_size]: 1 where the cache holds data
+  HostVector<uint16_t> q;           // [batch, s_q, h_q, 576] bf16, strided
+  HostVector<uint8_t> kv_cache;     // [num_pages, page_size, 1, 656] bytes, page stride kv_stride_page_bytes
+  HostVector<int32_t> indices;      // [batch, s_q, topk], strided
+  HostVector<int32_t> topk_length;  // [batch] (empty: not used)
+  HostVector<float> attn_sink;      // [h_q] (empty: not used)
+  HostVector<uint16_t> out;         // [batch, s_q, h_q, 512] bf16, strided; NaN
+  HostVector<float> lse;            // [batch, h_q, s_q], strided; NaN
+  std::vector<uint8_t> token_live;  // [num_pages * page_size]: 1 where the cache holds data
   int64_t q_stride_b = 0, q_stride_s = 0, q_stride_h = 0;
   int64_t kv_stride_page_bytes = 0;
   int64_t indices_stride_b = 0, indices_stride_s = 0;
@@ -369,16 +379,20 @@ struct SparseDecodeInputs {
   }
 
   const uint8_t* token(int64_t index) const {  // [656]
-    return kv_cache.data() + (index / shape.page_size) * kv_stride_page_bytes + (index % shape.page_size) * kSparseFp8TokenBytes;
+    return kv_cache.data() + (index / shape.page_size) * kv_stride_page_bytes +
+           (index % shape.page_size) * kSparseFp8TokenBytes;
   }
-  int64_t out_index(int b, int s, int h) const { return b * out_stride_b + s * out_stride_s + h * out_stride_h; }
+  int64_t out_index(int b, int s, int h) const {
+    return b * out_stride_b + s * out_stride_s + h * out_stride_h;
+  }
   int64_t lse_index(int b, int h, int s) const { return b * lse_stride_b + h * lse_stride_h + s; }
   std::vector<float> out_values() const {
     std::vector<float> values;
     for (int b = 0; b < shape.batch; ++b)
       for (int s = 0; s < shape.s_q; ++s)
         for (int h = 0; h < shape.h_q; ++h)
-          for (int d = 0; d < shape.d_v; ++d) values.push_back(bf16_bits_to_float(out[out_index(b, s, h) + d]));
+          for (int d = 0; d < shape.d_v; ++d)
+            values.push_back(bf16_bits_to_float(out[out_index(b, s, h) + d]));
     return values;
   }
   std::vector<float> lse_values() const {
@@ -397,7 +411,8 @@ struct SparseDecodeInputs {
 // A poisoned 656-byte token: NaN latent codes, NaN scales, NaN RoPE.
 inline void poison_sparse_token(uint8_t* token /*[656]*/) {
   std::memset(token, kE4m3NaN, kSparseFp8ScaleOffset);
-  for (int i = 0; i < kSparseFp8NumScales; ++i) std::memcpy(token + kSparseFp8ScaleOffset + 4 * i, &kFloatNaNBits, 4);
+  for (int i = 0; i < kSparseFp8NumScales; ++i)
+    std::memcpy(token + kSparseFp8ScaleOffset + 4 * i, &kFloatNaNBits, 4);
   for (int i = 0; i < kHeadDimRope; ++i) std::memcpy(token + kSparseFp8RopeOffset + 2 * i, &kBf16NaN, 2);
 }
 
@@ -421,7 +436,8 @@ inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& co
   in.q_stride_h = kHeadDimQK + bf16_pad;
   in.q_stride_s = sh.h_q * in.q_stride_h + bf16_pad;
   in.q_stride_b = sh.s_q * in.q_stride_s + bf16_pad;
-  in.kv_stride_page_bytes = static_cast<int64_t>(sh.page_size) * kSparseFp8TokenBytes + config.stride_pad_bytes;
+  in.kv_stride_page_bytes =
+      static_cast<int64_t>(sh.page_size) * kSparseFp8TokenBytes + config.stride_pad_bytes;
   const int64_t index_pad = config.stride_pad_bytes / 4;
   in.indices_stride_s = sh.topk + index_pad;
   in.indices_stride_b = sh.s_q * in.indices_stride_s + index_pad;
@@ -438,7 +454,8 @@ inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& co
     for (int s = 0; s < sh.s_q; ++s)
       for (int h = 0; h < sh.h_q; ++h)
         for (int d = 0; d < kHeadDimQK; ++d)
-          in.q[b * in.q_stride_b + s * in.q_stride_s + h * in.q_stride_h + d] = float_to_bf16_bits(rng.normal());
+          in.q[b * in.q_stride_b + s * in.q_stride_s + h * in.q_stride_h + d] =
+              float_to_bf16_bits(rng.normal());
 
   // ---- cache: live tokens quantised, the rest (and page padding) poisoned ----
   in.kv_cache.assign(static_cast<size_t>(sh.num_pages * in.kv_stride_page_bytes), kE4m3NaN);
@@ -451,7 +468,8 @@ inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& co
   std::vector<float> row(kHeadDimQK);
   std::vector<int32_t> live, dead;  // token indices
   for (int64_t t = 0; t < num_tokens; ++t) {
-    uint8_t* token = in.kv_cache.data() + (t / sh.page_size) * in.kv_stride_page_bytes + (t % sh.page_size) * kSparseFp8TokenBytes;
+    uint8_t* token = in.kv_cache.data() + (t / sh.page_size) * in.kv_stride_page_bytes +
+                     (t % sh.page_size) * kSparseFp8TokenBytes;
     const bool is_live = !page_dead[t / sh.page_size] && !rng.bernoulli(config.dead_token_fraction);
     if (!is_live) {
       poison_sparse_token(token);
@@ -461,7 +479,8 @@ inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& co
     // Each 128-value group gets its own magnitude, so the four scales differ.
     for (int g = 0; g < kSparseFp8NumScales; ++g) {
       const float magnitude = std::ldexp(1.0f, rng.uniform_int(-3, 3));
-      for (int i = 0; i < kSparseFp8ValuesPerScale; ++i) row[g * kSparseFp8ValuesPerScale + i] = magnitude * rng.normal();
+      for (int i = 0; i < kSparseFp8ValuesPerScale; ++i)
+        row[g * kSparseFp8ValuesPerScale + i] = magnitude * rng.normal();
     }
     for (int i = 0; i < kHeadDimRope; ++i) row[kHeadDimLatent + i] = rng.normal();
     quantize_sparse_fp8_token(row.data(), token);
@@ -497,7 +516,8 @@ inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& co
     if (kind == 1) return static_cast<int32_t>(num_tokens + rng.uniform_int(0, 1000));
     return -rng.uniform_int(2, 1 << 20);
   };
-  const double invalid_total = config.invalid_fraction + config.out_of_range_fraction + config.negative_fraction;
+  const double invalid_total =
+      config.invalid_fraction + config.out_of_range_fraction + config.negative_fraction;
   for (int b = 0; b < sh.batch; ++b) {
     const int32_t counted = in.topk_length.empty() ? sh.topk : in.topk_length[b];
     for (int s = 0; s < sh.s_q; ++s) {
@@ -511,11 +531,14 @@ inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& co
           index = pick_invalid();
         } else {
           const double u = rng.uniform(0.0f, 1.0f);
-          if (u < config.invalid_fraction) index = -1;
+          if (u < config.invalid_fraction)
+            index = -1;
           else if (u < config.invalid_fraction + config.out_of_range_fraction)
             index = static_cast<int32_t>(num_tokens + rng.uniform_int(0, 1000));
-          else if (u < invalid_total) index = -rng.uniform_int(2, 1 << 20);
-          else index = live[rng.uniform_int(0, static_cast<int>(live.size()) - 1)];
+          else if (u < invalid_total)
+            index = -rng.uniform_int(2, 1 << 20);
+          else
+            index = live[rng.uniform_int(0, static_cast<int>(live.size()) - 1)];
         }
         index_row[k] = index;
       }
@@ -537,28 +560,28 @@ struct SparsePrefillConfig {
   int s_kv = 200;
   int d_qk = kHeadDimQK;  // 576 or 512
   int topk = 96;
-  double dead_kv_fraction = 0.1;     // kv rows left NaN (never indexed where counted)
-  double invalid_fraction = 0.15;    // -1
+  double dead_kv_fraction = 0.1;        // kv rows left NaN (never indexed where counted)
+  double invalid_fraction = 0.15;       // -1
   double out_of_range_fraction = 0.05;  // >= s_kv
   double negative_fraction = 0.05;      // negative, not -1
-  bool all_invalid_row = true;       // query token s_q - 1 gets no valid index
+  bool all_invalid_row = true;          // query token s_q - 1 gets no valid index
   bool use_topk_length = false;
-  bool use_attn_sink = false;        // head 0 = +inf, head 1 = -inf
+  bool use_attn_sink = false;  // head 0 = +inf, head 1 = -inf
   int stride_pad_bytes = 0;
-  float softmax_scale = 0.0f;        // 0: 1 / sqrt(d_qk)
+  float softmax_scale = 0.0f;  // 0: 1 / sqrt(d_qk)
 };
 
 struct SparsePrefillInputs {
   SparsePrefillShape shape;
-  HostVector<uint16_t> q;            // [s_q, h_q, d_qk] bf16, strided
-  HostVector<uint16_t> kv;           // [s_kv, 1, d_qk] bf16, strided; dead rows NaN
-  HostVector<int32_t> indices;       // [s_q, 1, topk], strided
-  HostVector<int32_t> topk_length;   // [s_q] (empty: not used)
-  HostVector<float> attn_sink;       // [h_q] (empty: not used)
-  HostVector<uint16_t> out;          // [s_q, h_q, d_v] bf16, strided; NaN
-  HostVector<float> max_logits;      // [s_q, h_q]; NaN
-  HostVector<float> lse;             // [s_q, h_q]; NaN
-  std::vector<uint8_t> kv_live;      // [s_kv]
+  HostVector<uint16_t> q;           // [s_q, h_q, d_qk] bf16, strided
+  HostVector<uint16_t> kv;          // [s_kv, 1, d_qk] bf16, strided; dead rows NaN
+  HostVector<int32_t> indices;      // [s_q, 1, topk], strided
+  HostVector<int32_t> topk_length;  // [s_q] (empty: not used)
+  HostVector<float> attn_sink;      // [h_q] (empty: not used)
+  HostVector<uint16_t> out;         // [s_q, h_q, d_v] bf16, strided; NaN
+  HostVector<float> max_logits;     // [s_q, h_q]; NaN
+  HostVector<float> lse;            // [s_q, h_q]; NaN
+  std::vector<uint8_t> kv_live;     // [s_kv]
   int64_t q_stride_s = 0, q_stride_h = 0;
   int64_t kv_stride_s = 0;
   int64_t indices_stride_s = 0;
@@ -609,7 +632,8 @@ inline SparsePrefillInputs make_sparse_prefill_inputs(const SparsePrefillConfig&
   sh.d_qk = config.d_qk;
   sh.d_v = kHeadDimV;
   sh.topk = config.topk;
-  in.softmax_scale = config.softmax_scale > 0.0f ? config.softmax_scale : 1.0f / std::sqrt(float(config.d_qk));
+  in.softmax_scale =
+      config.softmax_scale > 0.0f ? config.softmax_scale : 1.0f / std::sqrt(float(config.d_qk));
 
   const int64_t pad = config.stride_pad_bytes / 2;
   in.q_stride_h = sh.d_qk + pad;
@@ -622,7 +646,8 @@ inline SparsePrefillInputs make_sparse_prefill_inputs(const SparsePrefillConfig&
   in.q.assign(static_cast<size_t>(sh.s_q * in.q_stride_s), kBf16NaN);
   for (int s = 0; s < sh.s_q; ++s)
     for (int h = 0; h < sh.h_q; ++h)
-      for (int d = 0; d < sh.d_qk; ++d) in.q[s * in.q_stride_s + h * in.q_stride_h + d] = float_to_bf16_bits(rng.normal());
+      for (int d = 0; d < sh.d_qk; ++d)
+        in.q[s * in.q_stride_s + h * in.q_stride_h + d] = float_to_bf16_bits(rng.normal());
 
   in.kv.assign(static_cast<size_t>(sh.s_kv * in.kv_stride_s), kBf16NaN);
   in.kv_live.assign(sh.s_kv, 0);
@@ -655,7 +680,8 @@ inline SparsePrefillInputs make_sparse_prefill_inputs(const SparsePrefillConfig&
     if (kind == 1) return sh.s_kv + rng.uniform_int(0, 1000);
     return -rng.uniform_int(2, 1 << 20);
   };
-  const double invalid_total = config.invalid_fraction + config.out_of_range_fraction + config.negative_fraction;
+  const double invalid_total =
+      config.invalid_fraction + config.out_of_range_fraction + config.negative_fraction;
   for (int s = 0; s < sh.s_q; ++s) {
     const int32_t counted = in.topk_length.empty() ? sh.topk : in.topk_length[s];
     const bool no_valid = config.all_invalid_row && s == sh.s_q - 1;
@@ -668,10 +694,14 @@ inline SparsePrefillInputs make_sparse_prefill_inputs(const SparsePrefillConfig&
         index = pick_invalid();
       } else {
         const double u = rng.uniform(0.0f, 1.0f);
-        if (u < config.invalid_fraction) index = -1;
-        else if (u < config.invalid_fraction + config.out_of_range_fraction) index = sh.s_kv + rng.uniform_int(0, 1000);
-        else if (u < invalid_total) index = -rng.uniform_int(2, 1 << 20);
-        else index = live[rng.uniform_int(0, static_cast<int>(live.size()) - 1)];
+        if (u < config.invalid_fraction)
+          index = -1;
+        else if (u < config.invalid_fraction + config.out_of_range_fraction)
+          index = sh.s_kv + rng.uniform_int(0, 1000);
+        else if (u < invalid_total)
+          index = -rng.uniform_int(2, 1 << 20);
+        else
+          index = live[rng.uniform_int(0, static_cast<int>(live.size()) - 1)];
       }
       index_row[k] = index;
     }
@@ -737,7 +767,8 @@ inline LseComparison compare_lse(std::span<const float> got, std::span<const dou
       result.max_abs_error = std::max(result.max_abs_error, err);
       if (err > tolerance && result.ok) {
         std::ostringstream os;
-        os << "position " << i << ": got " << g << ", expected " << w << " (|err| " << err << " > " << tolerance << ")";
+        os << "position " << i << ": got " << g << ", expected " << w << " (|err| " << err << " > "
+           << tolerance << ")";
         result.message = os.str();
         result.ok = false;
       }
