@@ -64,6 +64,7 @@ struct DecodePlan {
   int num_parts = 1;          // SM parts, always >= 1
   int num_slots = 0;          // partial slots = 2 * (num_parts - 1); 0 when nothing can split
   int d_v = kHeadDimV;
+  int min_part_cost = kMinPartCostBlocks;  // least cost (blocks) per active part; 1 when parts are forced
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
 };

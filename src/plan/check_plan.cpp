@@ -29,6 +29,7 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
   if (plan.num_slots != (plan.num_parts > 1 ? 2 * (plan.num_parts - 1) : 0)) {
     return fail("num_slots = " + std::to_string(plan.num_slots) + " is not 2 * (num_parts - 1)");
   }
+  if (plan.min_part_cost < 1) return fail("min_part_cost = " + std::to_string(plan.min_part_cost) + " < 1");
   if (plan.num_q_groups < 1 || plan.rows_per_item < 1 || plan.num_items < 1) {
     return fail("num_q_groups, rows_per_item and num_items must be >= 1");
   }

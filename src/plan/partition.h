@@ -108,8 +108,8 @@ OPENMLA_HOST_DEVICE Bound bound_at(const int64_t* prefix, int32_t num_items, int
 }
 
 // Parts that get work: small calls use fewer (see kMinPartCostBlocks).
-OPENMLA_HOST_DEVICE int32_t active_parts(int64_t total_cost, int32_t num_parts) {
-  const int64_t wanted = total_cost / kMinPartCostBlocks;
+OPENMLA_HOST_DEVICE int32_t active_parts(int64_t total_cost, int32_t num_parts, int32_t min_part_cost) {
+  const int64_t wanted = total_cost / min_part_cost;
   return wanted < 1 ? 1 : (wanted < num_parts ? int32_t(wanted) : num_parts);
 }
 
@@ -172,15 +172,16 @@ OPENMLA_HOST_DEVICE int32_t part_containing(const Bound* bounds, int32_t num_par
 
 // Build the whole schedule. Lanes [0, num_lanes) of one warp (or one host
 // thread with num_lanes = 1) call this together.
-OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, const ItemLengths& lengths,
-                                        const ScheduleBuffers& out, int lane, int num_lanes) {
+OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost,
+                                        const ItemLengths& lengths, const ScheduleBuffers& out, int lane,
+                                        int num_lanes) {
   // 1. cost prefix over items
   lanes_exclusive_scan<int64_t>(num_items, ItemCostAt{lengths}, out.item_prefix, lane, num_lanes);
   lanes_sync();
 
   // 2. part bounds; parts past the active count start (and end) at the end
   const int64_t total = out.item_prefix[num_items];
-  const int32_t active = active_parts(total, num_parts);
+  const int32_t active = active_parts(total, num_parts, min_part_cost);
   for (int32_t p = lane; p <= num_parts; p += num_lanes) {
     const int64_t position = p >= active ? total : total * p / active;
     out.part_bounds[p] = bound_at(out.item_prefix, num_items, position);

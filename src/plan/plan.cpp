@@ -51,6 +51,8 @@ int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptio
 void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& options) {
   plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
+  // Forcing parts (tests of the split path) also lets every part take work.
+  plan->min_part_cost = options.min_parts > 0 ? 1 : kMinPartCostBlocks;
   plan->workspace = layout_workspace(plan->num_items, plan->num_parts, plan->num_slots,
                                      plan->rows_per_item, plan->d_v);
 }
@@ -132,7 +134,8 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
   out->combine.assign(size_t(plan.num_parts), CombineEntry{});
   const plan_detail::ScheduleBuffers buffers{out->parts.data(), out->combine.data(), item_prefix.data(),
                                              part_bounds.data(), part_slots.data()};
-  plan_detail::build_schedule(plan.num_items, plan.num_parts, lengths, buffers, /*lane=*/0, /*num_lanes=*/1);
+  plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, lengths, buffers, /*lane=*/0,
+                              /*num_lanes=*/1);
   return Status::ok();
 }
 

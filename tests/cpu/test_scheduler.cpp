@@ -260,6 +260,36 @@ TEST(SchedulerExamples, ShortCallUsesFewParts) {
   EXPECT_EQ(busy, (16 + kItemOverheadBlocks) / kMinPartCostBlocks);
 }
 
+// Forced parts (the tests' way into the split path) all take work, even for short calls.
+TEST(SchedulerExamples, ForcedPartsAllTakeWork) {
+  DeviceInfo device;
+  DenseDecodeShape shape;
+  shape.batch = 1;
+  shape.h_q = 16;
+  shape.max_pages_per_seq = 16;
+  shape.num_pages = 16;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 10, .min_parts = 10}).is_ok());
+  std::vector<int32_t> lengths = {1024};
+  ItemLengths item_lengths = plan.lengths;
+  item_lengths.lengths = lengths.data();
+  HostSchedule schedule;
+  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
+  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  int busy = 0;
+  for (const PartWork& part : schedule.parts) busy += (part.flags & kPartEmpty) ? 0 : 1;
+  // 21 cost units over 10 parts: cuts that fall in the 5-block overhead land on
+  // block 0 and leave their part empty, so 8 of the 10 share the 16 blocks.
+  EXPECT_EQ(busy, 8);
+  int entries = 0;
+  for (const CombineEntry& entry : schedule.combine) {
+    if (entry.num_pieces == 0) continue;
+    ++entries;
+    EXPECT_EQ(entry.num_pieces, busy);
+  }
+  EXPECT_EQ(entries, 1);
+}
+
 // check_plan itself must catch broken schedules (a checker that cannot fail is no test).
 TEST(CheckPlan, RejectsBrokenSchedules) {
   DeviceInfo device;
