@@ -1,0 +1,99 @@
+"""The Pythonic entry points: dense_decode, sparse_decode, sparse_prefill.
+
+Each one fills defaults, checks a given plan against the tensors (eagerly; the
+C++ run checks the workspace either way), and calls the custom op, so eager
+code, torch.compile and CUDA-graph capture all take the same path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from openmla import _C
+from openmla._plans import DensePlan, SparsePlan
+
+# Importing registers the ops under torch.ops.openmla.
+from openmla import _ops  # noqa: F401
+
+
+def _stream_context(stream: Optional[torch.cuda.Stream]):
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
+def _plan_ints(plan) -> Tuple[int, int, int]:
+    return (plan.num_sms, plan.max_parts, plan.min_parts) if plan is not None else (0, 0, 0)
+
+
+def _eager() -> bool:
+    return not torch.compiler.is_compiling()
+
+
+def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tensor, *,
+                 plan: Optional[DensePlan] = None, workspace: Optional[Tensor] = None,
+                 softmax_scale: Optional[float] = None, causal: bool = False, q_scale: Optional[Tensor] = None,
+                 kv_scale: Optional[Tensor] = None, d_v: int = _C.HEAD_DIM_V,
+                 stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor]:
+    """Dense MLA decode over a paged KV cache.
+
+    q [batch, s_q, h_q, d_qk] (bf16, fp16 or fp8), kv_cache [num_pages, page_size, h_kv, d_qk]
+    (same dtype; V is its first d_v dims), block_table [batch, max_pages_per_seq] int32,
+    seqlens [batch] int32. FP8 needs q_scale and kv_scale ([1] fp32).
+    Returns out [batch, s_q, h_q, d_v] (bf16 for fp8 inputs, else q's dtype) and
+    lse [batch, h_q, s_q] fp32 (natural log; +inf for an empty row).
+
+    plan: a DensePlan for these shapes (default: planned for q's device);
+    workspace: plan.alloc_workspace() (default: allocated per call);
+    softmax_scale: default 1/sqrt(d_qk); causal: query row i of s_q sees keys
+    [0, seqlen - s_q + i]; stream: default torch.cuda.current_stream().
+    CPU tensors run the C++ reference.
+    """
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** -0.5
+    if plan is not None and _eager():
+        plan.check_tensors(q, kv_cache, block_table, d_v)
+    num_sms, max_parts, min_parts = _plan_ints(plan)
+    with _stream_context(stream):
+        return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
+                                              float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
+                                              min_parts)
+
+
+def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optional[SparsePlan] = None,
+                  workspace: Optional[Tensor] = None, softmax_scale: Optional[float] = None,
+                  topk_length: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None,
+                  d_v: int = _C.HEAD_DIM_V, stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor]:
+    """Sparse MLA decode (DeepSeek Sparse Attention) over the 656-byte FP8 cache.
+
+    q [batch, s_q, h_q, 576] bf16, kv_cache [num_pages, page_size, 1, 656] uint8 or
+    float8_e4m3fn bytes, indices [batch, s_q, topk] int32 (page * page_size + offset;
+    -1 skips), topk_length [batch] int32, attn_sink [h_q] fp32.
+    Returns out [batch, s_q, h_q, d_v] bf16 and lse [batch, h_q, s_q] fp32.
+    """
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** -0.5
+    if plan is not None and _eager():
+        plan.check_tensors(q, kv_cache, indices, d_v)
+    num_sms, max_parts, min_parts = _plan_ints(plan)
+    with _stream_context(stream):
+        return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
+                                               float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
+
+
+def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Optional[float] = None,
+                   topk_length: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None,
+                   d_v: int = _C.HEAD_DIM_V,
+                   stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """Sparse MLA prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
+
+    Returns out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 and lse [s_q, h_q] fp32
+    (empty rows: max_logits -inf, lse +inf, out 0).
+    """
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** -0.5
+    with _stream_context(stream):
+        return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale),
+                                                int(d_v))

@@ -1,0 +1,134 @@
+"""torch.library custom ops: openmla::dense_decode, openmla::sparse_decode, openmla::sparse_prefill.
+
+Each op has a real implementation (CPU tensors: the C++ reference; CUDA
+tensors: the kernels, on torch's current stream) and a fake one that only
+produces output shapes, so the ops trace under torch.compile and are captured
+into CUDA graphs like any other torch op.
+
+Plans travel as plain ints (num_sms, max_parts, min_parts): planning is a pure
+function of shapes, so the implementation rebuilds the same plan from the
+tensors. The workspace is an argument the op writes (mutates_args); when it is
+None the op allocates one from torch's allocator (stream-ordered, and from the
+graph's private pool while capturing).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from openmla import _C
+from openmla._plans import run_config
+from openmla._tensors import on_device, ref, ref_or_none, stream_handle
+
+_CPU_INFO = _C.DeviceInfo()
+_NO_OPTIONS = _C.PlanOptions()
+
+
+def _dense_out_dtype(q_dtype: torch.dtype) -> torch.dtype:
+    # FP8 inputs write BF16; BF16/FP16 write their own type.
+    return torch.bfloat16 if q_dtype == torch.float8_e4m3fn else q_dtype
+
+
+def _leading(t: Tensor, rank: int, count: int) -> list:
+    """The first `count` sizes of `t` when it has `rank` dims, else ones (C++ then names the rank error)."""
+    return list(t.shape[:count]) if t.dim() == rank else [1] * count
+
+
+# ---------------------------------------------------------------------------
+# Dense decode
+# ---------------------------------------------------------------------------
+@torch.library.custom_op("openmla::dense_decode", mutates_args=("workspace",))
+def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tensor,
+                    workspace: Optional[Tensor], q_scale: Optional[Tensor], kv_scale: Optional[Tensor],
+                    softmax_scale: float, causal: bool, d_v: int, num_sms: int, max_parts: int,
+                    min_parts: int) -> Tuple[Tensor, Tensor]:
+    """out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] fp32 (natural log; +inf for an empty row)."""
+    b, s_q, h_q = _leading(q, 4, 3)
+    out = torch.empty((b, s_q, h_q, d_v), dtype=_dense_out_dtype(q.dtype), device=q.device)
+    lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
+    q_ref, kv_ref, table_ref = ref(q), ref(kv_cache), ref(block_table)
+    if q.device.type == "cpu":
+        _C.dense_decode(q_ref, kv_ref, table_ref, ref(seqlens), ref(out), ref(lse), ref_or_none(q_scale),
+                        ref_or_none(kv_scale), softmax_scale, causal, _CPU_INFO, _NO_OPTIONS, None, 0)
+        return out, lse
+    info, options = run_config(q.device, num_sms, max_parts, min_parts)
+    if workspace is None:
+        shape = _C.dense_decode_shape(q_ref, kv_ref, table_ref, d_v)
+        workspace = torch.empty(_C.plan_dense_decode(shape, info, options).workspace_bytes,
+                                dtype=torch.uint8, device=q.device)
+    with on_device(q.device):
+        _C.dense_decode(q_ref, kv_ref, table_ref, ref(seqlens), ref(out), ref(lse), ref_or_none(q_scale),
+                        ref_or_none(kv_scale), softmax_scale, causal, info, options, ref(workspace),
+                        stream_handle(q.device))
+    return out, lse
+
+
+@dense_decode_op.register_fake
+def _dense_decode_fake(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
+                       d_v, num_sms, max_parts, min_parts):
+    b, s_q, h_q = _leading(q, 4, 3)
+    out = q.new_empty((b, s_q, h_q, d_v), dtype=_dense_out_dtype(q.dtype))
+    lse = q.new_empty((b, h_q, s_q), dtype=torch.float32)
+    return out, lse
+
+
+# ---------------------------------------------------------------------------
+# Sparse decode (656-byte FP8 cache)
+# ---------------------------------------------------------------------------
+@torch.library.custom_op("openmla::sparse_decode", mutates_args=("workspace",))
+def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optional[Tensor],
+                     topk_length: Optional[Tensor], attn_sink: Optional[Tensor], softmax_scale: float, d_v: int,
+                     num_sms: int, max_parts: int, min_parts: int) -> Tuple[Tensor, Tensor]:
+    """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32."""
+    b, s_q, h_q = _leading(q, 4, 3)
+    out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
+    q_ref, kv_ref, indices_ref = ref(q), ref(kv_cache), ref(indices)
+    if q.device.type == "cpu":
+        _C.sparse_decode(q_ref, kv_ref, indices_ref, ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
+                         ref(lse), softmax_scale, _CPU_INFO, _NO_OPTIONS, None, 0)
+        return out, lse
+    info, options = run_config(q.device, num_sms, max_parts, min_parts)
+    if workspace is None:
+        shape = _C.sparse_decode_shape(q_ref, kv_ref, indices_ref, d_v)
+        workspace = torch.empty(_C.plan_sparse_decode(shape, info, options).workspace_bytes,
+                                dtype=torch.uint8, device=q.device)
+    with on_device(q.device):
+        _C.sparse_decode(q_ref, kv_ref, indices_ref, ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
+                         ref(lse), softmax_scale, info, options, ref(workspace), stream_handle(q.device))
+    return out, lse
+
+
+@sparse_decode_op.register_fake
+def _sparse_decode_fake(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
+                        max_parts, min_parts):
+    b, s_q, h_q = _leading(q, 4, 3)
+    return (q.new_empty((b, s_q, h_q, d_v), dtype=torch.bfloat16),
+            q.new_empty((b, h_q, s_q), dtype=torch.float32))
+
+
+# ---------------------------------------------------------------------------
+# Sparse prefill
+# ---------------------------------------------------------------------------
+@torch.library.custom_op("openmla::sparse_prefill", mutates_args=())
+def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optional[Tensor],
+                      attn_sink: Optional[Tensor], softmax_scale: float, d_v: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 (-inf if empty), lse [s_q, h_q] fp32 (+inf if empty)."""
+    s_q, h_q = _leading(q, 3, 2)
+    out = torch.empty((s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
+    max_logits = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
+    lse = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
+    with on_device(q.device):
+        _C.sparse_prefill(ref(q), ref(kv), ref(indices), ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
+                          ref(max_logits), ref(lse), softmax_scale, stream_handle(q.device))
+    return out, max_logits, lse
+
+
+@sparse_prefill_op.register_fake
+def _sparse_prefill_fake(q, kv, indices, topk_length, attn_sink, softmax_scale, d_v):
+    s_q, h_q = _leading(q, 3, 2)
+    return (q.new_empty((s_q, h_q, d_v), dtype=torch.bfloat16), q.new_empty((s_q, h_q), dtype=torch.float32),
+            q.new_empty((s_q, h_q), dtype=torch.float32))

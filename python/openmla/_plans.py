@@ -1,0 +1,224 @@
+"""Plans: shapes + device -> part count and workspace size (never lengths).
+
+A plan is what the C++ planner (plan_dense_decode / plan_sparse_decode)
+returns. It does not depend on sequence lengths, so one plan and one workspace
+serve every call, and every CUDA-graph replay, with the same shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional, Union
+
+import torch
+
+from openmla import _C
+from openmla._tensors import device_index, ref
+
+DeviceLike = Union[None, int, str, torch.device, "_C.DeviceInfo"]
+
+_DTYPES = {
+    torch.bfloat16: _C.DType.bf16,
+    torch.float16: _C.DType.fp16,
+    torch.float8_e4m3fn: _C.DType.fp8_e4m3,
+}
+
+
+def _as_torch_device(device: DeviceLike) -> torch.device:
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _plan_device(device: DeviceLike) -> torch.device:
+    """Where alloc_workspace() allocates: the given device (the current CUDA one for a DeviceInfo)."""
+    return _as_torch_device(None if isinstance(device, _C.DeviceInfo) else device)
+
+
+@functools.lru_cache(maxsize=None)
+def _queried(index: int) -> tuple:
+    info = _C.query_device_info(index)
+    return info.num_sms, info.max_smem_per_block, info.cc_major, info.cc_minor
+
+
+def device_info(device: DeviceLike = None, num_sms: int = 0) -> "_C.DeviceInfo":
+    """What the planner needs to know about `device`: SM count, shared memory, compute capability.
+
+    CUDA devices are queried once (cached). For the CPU the default describes an
+    H200 (132 SMs): the CPU backend ignores the plan, but its size stays meaningful.
+    `num_sms` > 0 overrides the SM count (e.g. to leave SMs to other work).
+    """
+    if isinstance(device, _C.DeviceInfo):
+        info = device
+    else:
+        info = _C.DeviceInfo()
+        torch_device = _as_torch_device(device)
+        if torch_device.type == "cuda":
+            info.num_sms, info.max_smem_per_block, info.cc_major, info.cc_minor = _queried(
+                device_index(torch_device))
+    if num_sms > 0:
+        copy = _C.DeviceInfo()
+        copy.num_sms, copy.max_smem_per_block = num_sms, info.max_smem_per_block
+        copy.cc_major, copy.cc_minor = info.cc_major, info.cc_minor
+        info = copy
+    return info
+
+
+def plan_options(max_parts: int = 0, min_parts: int = 0) -> "_C.PlanOptions":
+    options = _C.PlanOptions()
+    options.max_parts, options.min_parts = max_parts, min_parts
+    return options
+
+
+@functools.lru_cache(maxsize=256)
+def run_config(device: torch.device, num_sms: int, max_parts: int, min_parts: int) -> tuple:
+    """(DeviceInfo, PlanOptions) for a run on `device`; cached, so callers must not modify them."""
+    return device_info(device, num_sms), plan_options(max_parts, min_parts)
+
+
+def _dtype_enum(dtype: torch.dtype) -> "_C.DType":
+    if dtype not in _DTYPES:
+        raise NotImplementedError(
+            f"plan_dense_decode: argument 'dtype' is not supported: got dtype = {dtype}, "
+            "expected one of {torch.bfloat16, torch.float16, torch.float8_e4m3fn}")
+    return _DTYPES[dtype]
+
+
+class _Plan:
+    """Common part of DensePlan and SparsePlan."""
+
+    _entry = ""
+
+    def __init__(self, plan: "_C.DecodePlan", info: "_C.DeviceInfo", options: "_C.PlanOptions",
+                 device: torch.device):
+        self._plan = plan
+        self.device_info = info
+        self.device = device
+        # Plain ints, so torch.compile can read them as constants.
+        self.num_sms = info.num_sms
+        self.max_parts = options.max_parts
+        self.min_parts = options.min_parts
+
+    @property
+    def options(self) -> "_C.PlanOptions":
+        return plan_options(self.max_parts, self.min_parts)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes the run needs as workspace (schedule, scheduler scratch, split accumulators)."""
+        return self._plan.workspace_bytes
+
+    @property
+    def num_parts(self) -> int:
+        return self._plan.num_parts
+
+    @property
+    def num_slots(self) -> int:
+        return self._plan.num_slots
+
+    @property
+    def workspace_regions(self) -> dict:
+        """Region name -> (offset, bytes) inside the workspace."""
+        return self._plan.workspace_regions
+
+    def alloc_workspace(self, device: DeviceLike = None) -> torch.Tensor:
+        """A uint8 tensor of workspace_bytes on `device` (default: the plan's device).
+
+        torch's allocators return 512-byte aligned blocks, more than the 256
+        bytes the run requires. Allocate it before capturing a CUDA graph and
+        keep it alive as long as the graph.
+        """
+        target = self.device if device is None else _as_torch_device(device)
+        return torch.empty(self.workspace_bytes, dtype=torch.uint8, device=target)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(device={self.device}, num_parts={self.num_parts}, "
+                f"num_slots={self.num_slots}, workspace_bytes={self.workspace_bytes})")
+
+
+class DensePlan(_Plan):
+    """Plan for dense decode (BF16/FP16, or FP8 per-tensor) over a paged KV cache.
+
+    Shapes: q [batch, s_q, h_q, d_qk], kv_cache [num_pages, page_size, h_kv, d_qk],
+    block_table [batch, max_pages_per_seq]. `device` is a torch device, a CUDA
+    index, or an explicit DeviceInfo. max_parts / min_parts clamp the number of
+    SM parts (1 forces the no-split path).
+    """
+
+    _entry = "dense_decode"
+
+    def __init__(self, *, batch: int, h_q: int, num_pages: int, max_pages_per_seq: int, s_q: int = 1,
+                 h_kv: int = 1, page_size: int = 64, d_qk: int = _C.HEAD_DIM_QK, d_v: int = _C.HEAD_DIM_V,
+                 dtype: torch.dtype = torch.bfloat16, device: DeviceLike = None, max_parts: int = 0,
+                 min_parts: int = 0):
+        shape = _C.DenseDecodeShape()
+        shape.batch, shape.s_q, shape.h_q, shape.h_kv = batch, s_q, h_q, h_kv
+        shape.d_qk, shape.d_v, shape.page_size = d_qk, d_v, page_size
+        shape.num_pages, shape.max_pages_per_seq = num_pages, max_pages_per_seq
+        shape.q_dtype = shape.kv_dtype = _dtype_enum(dtype)
+        shape.out_dtype = _C.DType.bf16 if dtype == torch.float8_e4m3fn else shape.q_dtype
+        self._init_from_shape(shape, device, max_parts, min_parts)
+
+    def _init_from_shape(self, shape, device: DeviceLike, max_parts: int, min_parts: int) -> None:
+        info, options = device_info(device), plan_options(max_parts, min_parts)
+        self.shape = shape
+        super().__init__(_C.plan_dense_decode(shape, info, options), info, options, _plan_device(device))
+
+    @classmethod
+    def for_tensors(cls, q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, *,
+                    d_v: int = _C.HEAD_DIM_V, device: DeviceLike = None, max_parts: int = 0,
+                    min_parts: int = 0) -> "DensePlan":
+        """The plan for these tensors' shapes (their values are not read)."""
+        plan = cls.__new__(cls)
+        shape = _C.dense_decode_shape(ref(q), ref(kv_cache), ref(block_table), d_v)
+        plan._init_from_shape(shape, q.device if device is None else device, max_parts, min_parts)
+        return plan
+
+    def check_tensors(self, q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
+                      d_v: int) -> None:
+        """Raises ValueError (with the C++ message) when the tensors need another plan."""
+        shape = _C.dense_decode_shape(ref(q), ref(kv_cache), ref(block_table), d_v)
+        expected = _C.plan_dense_decode(shape, self.device_info, self.options)
+        _C.check_plan_matches(self._entry, self._plan, expected)
+
+
+class SparsePlan(_Plan):
+    """Plan for sparse decode over the 656-byte FP8 cache (DeepSeek-V3.2).
+
+    Shapes: q [batch, s_q, h_q, 576] bf16, kv_cache [num_pages, page_size, 1, 656]
+    bytes, indices [batch, s_q, topk] int32.
+    """
+
+    _entry = "sparse_decode"
+
+    def __init__(self, *, batch: int, h_q: int, topk: int, num_pages: int, s_q: int = 1,
+                 page_size: int = 64, d_qk: int = _C.HEAD_DIM_QK, d_v: int = _C.HEAD_DIM_V,
+                 device: DeviceLike = None, max_parts: int = 0, min_parts: int = 0):
+        shape = _C.SparseDecodeShape()
+        shape.batch, shape.s_q, shape.h_q, shape.topk = batch, s_q, h_q, topk
+        shape.d_qk, shape.d_v, shape.page_size, shape.num_pages = d_qk, d_v, page_size, num_pages
+        self._init_from_shape(shape, device, max_parts, min_parts)
+
+    def _init_from_shape(self, shape, device: DeviceLike, max_parts: int, min_parts: int) -> None:
+        info, options = device_info(device), plan_options(max_parts, min_parts)
+        self.shape = shape
+        super().__init__(_C.plan_sparse_decode(shape, info, options), info, options, _plan_device(device))
+
+    @classmethod
+    def for_tensors(cls, q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, *,
+                    d_v: int = _C.HEAD_DIM_V, device: DeviceLike = None, max_parts: int = 0,
+                    min_parts: int = 0) -> "SparsePlan":
+        plan = cls.__new__(cls)
+        shape = _C.sparse_decode_shape(ref(q), ref(kv_cache), ref(indices), d_v)
+        plan._init_from_shape(shape, q.device if device is None else device, max_parts, min_parts)
+        return plan
+
+    def check_tensors(self, q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, d_v: int) -> None:
+        shape = _C.sparse_decode_shape(ref(q), ref(kv_cache), ref(indices), d_v)
+        expected = _C.plan_sparse_decode(shape, self.device_info, self.options)
+        _C.check_plan_matches(self._entry, self._plan, expected)

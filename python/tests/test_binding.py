@@ -1,0 +1,164 @@
+"""The extension's surface: plans, TensorRef, and Status -> exception mapping with the C++ messages."""
+
+import pytest
+import torch
+
+import openmla
+from openmla import _C
+from mla_reference import make_dense_inputs
+
+
+def test_module_surface():
+    for name in ("TensorRef", "DeviceInfo", "PlanOptions", "DenseDecodeShape", "SparseDecodeShape", "DecodePlan",
+                 "DType", "query_device_info", "plan_dense_decode", "plan_sparse_decode", "dense_decode",
+                 "sparse_decode", "sparse_prefill", "dense_decode_shape", "sparse_decode_shape",
+                 "check_plan_matches"):
+        assert hasattr(_C, name), name
+    assert (_C.HEAD_DIM_QK, _C.HEAD_DIM_V, _C.SPARSE_FP8_TOKEN_BYTES) == (576, 512, 656)
+    assert openmla.__all__ and all(hasattr(openmla, n) for n in openmla.__all__)
+
+
+def test_binding_does_not_link_torch():
+    # One build for every torch version: the extension must not depend on libtorch / libc10.
+    import pathlib
+    blob = pathlib.Path(_C.__file__).read_bytes()
+    for lib in (b"libtorch", b"libc10"):
+        assert lib not in blob
+
+
+def test_tensor_ref_describes_tensor():
+    t = torch.empty(3, 5, dtype=torch.bfloat16)[:, 1:]
+    r = openmla._tensors.ref(t)
+    assert (r.data, r.dtype, r.itemsize, list(r.sizes), list(r.strides), r.device) == (
+        t.data_ptr(), "bfloat16", 2, [3, 4], [5, 1], _C.CPU_DEVICE)
+
+
+def test_dense_plan_never_zero_parts():
+    # FlashMLA's FP8 path computed 0 parts for h_q = 128, s_q >= 67 on 132 SMs (ANCHORS 3).
+    for s_q in (1, 2, 64, 67, 128, 512):
+        plan = openmla.DensePlan(batch=4, s_q=s_q, h_q=128, num_pages=256, max_pages_per_seq=64,
+                                 device=openmla.DeviceInfo())
+        assert plan.num_parts >= 1
+        assert plan.num_slots == (0 if plan.num_parts == 1 else 2 * (plan.num_parts - 1))
+        regions = plan.workspace_regions
+        assert set(regions) == {"parts", "combine", "item_prefix", "part_bounds", "part_slots", "partial_lse",
+                                "partial_o"}
+        assert all(offset % 256 == 0 for offset, _ in regions.values())
+        assert plan.workspace_bytes >= max(offset + size for offset, size in regions.values())
+    assert openmla.DensePlan(batch=4, s_q=67, h_q=128, num_pages=1, max_pages_per_seq=1,
+                             device=openmla.DeviceInfo()).num_parts == 1
+
+
+def test_workspace_bounded_by_sms_not_batch():
+    # Split accumulators are bounded by the part count: 2 * 132 * 64 * 513 * 4 bytes plus scheduler scratch.
+    bound = 2 * 132 * 64 * 513 * 4
+    small = openmla.SparsePlan(batch=1, h_q=128, topk=2048, num_pages=1, device=openmla.DeviceInfo())
+    large = openmla.SparsePlan(batch=12000, h_q=128, topk=2048, num_pages=1, device=openmla.DeviceInfo())
+    assert large.workspace_bytes - small.workspace_bytes < 12000 * 8 + 4096  # scheduler scratch only
+    assert large.workspace_bytes < bound + 12000 * 8 + 4096
+
+
+def test_plan_options_and_device_override():
+    info = openmla.DeviceInfo()
+    info.num_sms = 32
+    plan = openmla.DensePlan(batch=8, h_q=16, num_pages=8, max_pages_per_seq=1, device=info)
+    assert plan.num_parts == 32 and plan.num_sms == 32
+    assert openmla.DensePlan(batch=8, h_q=16, num_pages=8, max_pages_per_seq=1, device=info,
+                             max_parts=1).num_parts == 1
+    assert openmla.DensePlan(batch=8, h_q=16, num_pages=8, max_pages_per_seq=1, device=info,
+                             max_parts=4).num_parts == 4
+
+
+def test_alloc_workspace_cpu():
+    plan = openmla.DensePlan(batch=2, h_q=16, num_pages=4, max_pages_per_seq=2, device="cpu")
+    ws = plan.alloc_workspace()
+    assert ws.dtype == torch.uint8 and ws.numel() == plan.workspace_bytes and ws.device.type == "cpu"
+
+
+# ---------------------------------------------------------------------------
+# Status -> exception, with the C++ message
+# ---------------------------------------------------------------------------
+def test_invalid_argument_is_value_error():
+    with pytest.raises(ValueError, match=r"^plan_dense_decode: argument 'batch' is out of range: got batch = 0"):
+        openmla.DensePlan(batch=0, h_q=16, num_pages=4, max_pages_per_seq=2, device="cpu")
+    with pytest.raises(ValueError, match=r"plan_dense_decode: argument 'h_q' must be a multiple of h_kv"):
+        openmla.DensePlan(batch=1, h_q=12, h_kv=8, num_pages=4, max_pages_per_seq=2, device="cpu")
+
+
+def test_not_supported_is_not_implemented_error():
+    with pytest.raises(NotImplementedError, match=r"plan_dense_decode: argument 'h_q' is outside the supported range"):
+        openmla.DensePlan(batch=1, h_q=256, num_pages=4, max_pages_per_seq=2, device="cpu")
+    with pytest.raises(NotImplementedError, match=r"plan_sparse_decode: argument 'topk' must be a multiple of 64"):
+        openmla.SparsePlan(batch=1, h_q=64, topk=100, num_pages=4, device="cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error path without a GPU")
+def test_cuda_error_is_runtime_error():
+    with pytest.raises(RuntimeError, match=r"query_device_info: cudaGetDeviceProperties\(0\) failed"):
+        _C.query_device_info(0)
+
+
+def test_plan_mismatch_names_plan():
+    x = make_dense_inputs([10, 20], h_q=16, page_size=16)
+    plan = openmla.DensePlan(batch=3, h_q=16, page_size=16, num_pages=x.kv_cache.shape[0],
+                             max_pages_per_seq=x.block_table.shape[1], device="cpu")
+    with pytest.raises(ValueError, match=r"dense_decode: argument 'plan' was made for other shapes: got num_items = 3"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=plan)
+    ok = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table)
+    openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=ok)
+
+
+def _misaligned(t):
+    """A copy of `t` starting one element past a 16-byte boundary."""
+    buffer = torch.empty(t.numel() + 8, dtype=t.dtype)
+    view = buffer[1:1 + t.numel()].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize("mutate, error, pattern", [
+    (lambda x: x.update(seqlens=x["seqlens"].long()), NotImplementedError,
+     r"^dense_decode: argument 'seqlens' has an unsupported dtype: got seqlens.dtype = int64, expected int32$"),
+    (lambda x: x.update(block_table=x["block_table"][:1]), ValueError,
+     r"^dense_decode: argument 'block_table' has the wrong shape: got block_table.shape = \[1, 2\]"),
+    (lambda x: x.update(q=x["q"][0]), ValueError,
+     r"^dense_decode: argument 'q' has the wrong number of dimensions: got q.shape = \[1, 16, 576\], "
+     r"expected 4 dimensions \[batch, s_q, h_q, d_qk\]$"),
+    (lambda x: x.update(q=x["q"].double()), NotImplementedError,
+     r"^dense_decode: argument 'q' has an unsupported dtype: got q.dtype = float64"),
+    (lambda x: x.update(q=x["q"].float(), kv_cache=x["kv_cache"].float()), NotImplementedError,
+     r"^reference_dense_decode: argument 'q_dtype' is not supported: got q_dtype = fp32"),
+    (lambda x: x.update(kv_cache=x["kv_cache"].half()), NotImplementedError,
+     r"^reference_dense_decode: argument 'kv_cache' must match q_dtype|argument 'kv_dtype' must match q_dtype"),
+    (lambda x: x.update(q=x["q"].transpose(2, 3).contiguous().transpose(2, 3)), ValueError,
+     r"^dense_decode: argument 'q' has a non-contiguous last dimension: got q.stride\(-1\) = 16, expected 1$"),
+    (lambda x: x.update(q=_misaligned(x["q"])), ValueError,
+     r"^reference_dense_decode: argument 'q' must be 16-byte aligned: got q = 0x"),
+    (lambda x: x.update(kv_cache=x["kv_cache"][..., :512]), ValueError,
+     r"^dense_decode: argument 'kv_cache' has the wrong shape"),
+    (lambda x: x.update(softmax_scale=float("nan")), ValueError,
+     r"^reference_dense_decode: argument 'softmax_scale' must be finite and positive"),
+    (lambda x: x.update(q=x["q"][:, :, :0]), ValueError,
+     r"^reference_dense_decode: argument 'h_q' is out of range: got h_q = 0"),
+])
+def test_dense_validation_messages(mutate, error, pattern):
+    x = make_dense_inputs([10, 20], h_q=16, page_size=16)
+    args = dict(q=x.q, kv_cache=x.kv_cache, block_table=x.block_table, seqlens=x.seqlens, softmax_scale=0.05)
+    mutate(args)
+    with pytest.raises(error, match=pattern):
+        openmla.dense_decode(args.pop("q"), args.pop("kv_cache"), args.pop("block_table"), args.pop("seqlens"),
+                             **args)
+
+
+def test_fp8_needs_scales():
+    x = make_dense_inputs([10], h_q=16, page_size=16, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match=r"^reference_dense_decode: argument 'q_scale' must not be null"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens)
+
+
+def test_mixed_devices_are_named():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device to mix devices")
+    x = make_dense_inputs([10], h_q=16, page_size=16)
+    with pytest.raises(ValueError, match=r"dense_decode: argument 'seqlens' is on another device"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens.cuda())

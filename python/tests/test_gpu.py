@@ -1,0 +1,214 @@
+"""GPU tests (skipped without CUDA): kernels vs a torch float32 reference, CUDA graphs, torch.compile.
+
+Families without a GPU kernel yet must raise NotImplementedError carrying the
+C++ message; once their kernel lands the same tests compare against the reference.
+"""
+
+import pytest
+import torch
+
+import openmla
+from openmla.flash_mla import flash_mla_sparse_fwd, flash_mla_with_kvcache, get_mla_metadata
+from mla_reference import (TOKEN_BYTES, assert_attention_close, default_scale, dense_decode_ref, make_dense_inputs,
+                           quantize_sparse_tokens, random_indices, sparse_decode_ref, sparse_prefill_ref)
+
+pytestmark = pytest.mark.gpu
+
+
+def _call_or_not_implemented(call, entry):
+    """The call's result, or None after checking a NotImplementedError came from `entry` in C++."""
+    try:
+        result = call()
+    except NotImplementedError as error:
+        assert str(error).startswith(entry), str(error)
+        return None
+    torch.cuda.synchronize()
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Dense decode
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("lengths, s_q, h_q, h_kv, page_size, causal, dtype", [
+    ([1, 64, 200, 1000], 1, 128, 1, 64, False, torch.bfloat16),   # DeepSeek-V3 decode
+    ([0, 17, 4096], 2, 64, 1, 64, True, torch.bfloat16),          # MTP, empty request, long
+    ([300, 5, 999], 4, 16, 1, 16, True, torch.float16),           # TP8 heads, page 16, fp16
+    ([128, 257, 3], 1, 8, 1, 128, False, torch.bfloat16),         # TP16 heads, page 128
+    ([70, 1, 0, 33], 3, 32, 1, 32, True, torch.bfloat16),         # page 32, short rows
+    ([900, 901, 60, 1500], 67, 128, 1, 64, True, torch.bfloat16), # the s_q = 67 shape (one part)
+    ([100, 40], 1, 24, 1, 64, False, torch.bfloat16),             # irregular head count
+])
+def test_dense_decode_vs_torch(lengths, s_q, h_q, h_kv, page_size, causal, dtype):
+    x = make_dense_inputs(lengths, s_q=s_q, h_q=h_q, h_kv=h_kv, page_size=page_size, dtype=dtype, device="cuda")
+    result = _call_or_not_implemented(
+        lambda: openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, causal=causal), "dense_decode")
+    assert result is not None, "dense decode has a GPU kernel"
+    out, lse = result
+    assert out.device.type == "cuda" and out.dtype == dtype and lse.shape == (len(lengths), h_q, s_q)
+    out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(), causal)
+    assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+def test_dense_decode_page_size_one_is_named():
+    x = make_dense_inputs([10, 3], h_q=16, page_size=1, device="cuda")
+    result = _call_or_not_implemented(
+        lambda: openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens), "dense_decode")
+    if result is not None:
+        out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale())
+        assert_attention_close(*result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("options", [dict(max_parts=1), dict(min_parts=48), dict()])
+def test_dense_split_and_no_split(options):
+    x = make_dense_inputs([3000, 50, 700, 1, 0], h_q=16, page_size=64, device="cuda")
+    plan = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table, **options)
+    if options.get("min_parts"):
+        assert plan.num_slots > 0
+    if options.get("max_parts") == 1:
+        assert plan.num_slots == 0
+    workspace = plan.alloc_workspace()
+    out, lse = openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=plan, workspace=workspace)
+    torch.cuda.synchronize()
+    out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale())
+    assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+def test_dense_decode_on_side_stream():
+    x = make_dense_inputs([500, 20], s_q=2, h_q=64, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    out, lse = openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, causal=True, stream=stream)
+    stream.synchronize()
+    out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(), True)
+    assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+def test_workspace_too_small_names_workspace():
+    x = make_dense_inputs([500, 20], h_q=64, device="cuda")
+    with pytest.raises(ValueError, match=r"^dense_decode_run: argument 'workspace'"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens,
+                             workspace=torch.empty(16, dtype=torch.uint8, device="cuda"))
+
+
+# ---------------------------------------------------------------------------
+# CUDA graphs: capture once, replay with other lengths
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("preallocated", [True, False])
+def test_cuda_graph_replay_with_new_lengths(preallocated):
+    capacity = [2000, 300, 64, 1000, 129]
+    x = make_dense_inputs([1500, 10, 64, 999, 0], capacity=capacity, s_q=2, h_q=64, device="cuda")
+    plan = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table)
+    workspace = plan.alloc_workspace() if preallocated else None
+    seqlens = x.seqlens.clone()
+
+    def step():
+        return openmla.dense_decode(x.q, x.kv_cache, x.block_table, seqlens, plan=plan, workspace=workspace,
+                                    causal=True)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for lengths in ([1500, 10, 64, 999, 0], [2000, 0, 1, 17, 129], [5, 300, 63, 1000, 64], [0, 0, 0, 0, 0]):
+        seqlens.copy_(torch.tensor(lengths, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, torch.tensor(lengths), default_scale(),
+                                            True)
+        assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+def test_cuda_graph_flash_mla_metadata():
+    capacity = [700, 64, 2048]
+    x = make_dense_inputs([700, 64, 2048], capacity=capacity, s_q=1, h_q=128, device="cuda")
+    meta, _ = get_mla_metadata()
+    seqlens = x.seqlens.clone()
+    flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, seqlens, 512, meta, None)  # fills meta (eager)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, seqlens, 512, meta, None)
+    for lengths in ([1, 2, 3], [700, 0, 2048], [350, 64, 1025]):
+        seqlens.copy_(torch.tensor(lengths, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, torch.tensor(lengths), default_scale())
+        assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+def test_flash_mla_old_style_metadata_gpu():
+    x = make_dense_inputs([100, 1000, 3], s_q=2, h_q=128, device="cuda")
+    tile_md, num_splits = get_mla_metadata(x.seqlens, 2 * 128, 1)
+    assert tile_md.device.type == "cuda"
+    out, lse = flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512, tile_md, num_splits,
+                                      causal=True)
+    torch.cuda.synchronize()
+    out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(), True)
+    assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+# ---------------------------------------------------------------------------
+# torch.compile
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_torch_compile_gpu(mode):
+    capacity = [900, 64, 3000]
+    x = make_dense_inputs([900, 64, 3000], capacity=capacity, s_q=2, h_q=128, device="cuda")
+    plan = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table)
+    workspace = plan.alloc_workspace()
+
+    def step(q, kv, table, lens, ws):
+        out, lse = openmla.dense_decode(q * 1.0, kv, table, lens, plan=plan, workspace=ws, causal=True)
+        return out, lse
+
+    compiled = torch.compile(step, fullgraph=True, mode=mode)
+    for lengths in ([900, 64, 3000], [1, 0, 2999], [450, 63, 1024]):
+        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        out, lse = compiled(x.q, x.kv_cache, x.block_table, lens, workspace)
+        torch.cuda.synchronize()
+        out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, lens, default_scale(), True)
+        assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+# ---------------------------------------------------------------------------
+# Families without a GPU kernel yet: a clear NotImplementedError (or, later, correct results)
+# ---------------------------------------------------------------------------
+def test_dense_fp8_gpu():
+    x = make_dense_inputs([30, 200], h_q=64, dtype=torch.float8_e4m3fn, device="cuda")
+    scales = torch.tensor([0.02], device="cuda"), torch.tensor([0.05], device="cuda")
+    result = _call_or_not_implemented(
+        lambda: openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, q_scale=scales[0],
+                                     kv_scale=scales[1]), "dense_decode_run")
+    if result is not None:
+        out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(),
+                                            q_scale=scales[0], kv_scale=scales[1])
+        assert_attention_close(*result, out_ref, lse_ref)
+
+
+def test_sparse_decode_gpu():
+    b, s_q, h_q, topk, pages = 2, 2, 64, 256, 8
+    cache = quantize_sparse_tokens(torch.randn(pages * 64, 576)).reshape(pages, 64, 1, TOKEN_BYTES).cuda()
+    q = torch.randn(b, s_q, h_q, 576, device="cuda").bfloat16()
+    indices = random_indices((b, s_q, topk), pages * 64).cuda()
+    lengths = torch.tensor([200, 64], dtype=torch.int32, device="cuda")
+    result = _call_or_not_implemented(
+        lambda: flash_mla_with_kvcache(q, cache, None, None, 512, None, is_fp8_kvcache=True, indices=indices,
+                                       topk_length=lengths), "sparse_decode_run")
+    if result is not None:
+        out_ref, lse_ref = sparse_decode_ref(q, cache, indices, default_scale(), lengths)
+        assert_attention_close(*result, out_ref, lse_ref)
+
+
+def test_sparse_prefill_gpu():
+    q = torch.randn(8, 64, 576, device="cuda").bfloat16()
+    kv = torch.randn(500, 1, 576, device="cuda").bfloat16()
+    indices = random_indices((8, 1, 128), 500).cuda()
+    result = _call_or_not_implemented(lambda: flash_mla_sparse_fwd(q, kv, indices, 0.04), "sparse_prefill_run")
+    if result is not None:
+        out, max_logits, lse = result
+        out_ref, max_ref, lse_ref = sparse_prefill_ref(q, kv, indices, 0.04)
+        assert_attention_close(out, lse, out_ref, lse_ref, max_logits=max_logits, max_logits_ref=max_ref)
