@@ -24,8 +24,8 @@ inline constexpr int kNumStages = 2;              // K/V ring depth (72 KB a sta
 static_assert(BLOCK_N == 64, "the schedule's KV block is 64 tokens");
 
 // ---- warp roles --------------------------------------------------------------------
-// warpgroup 0: producer. warp 0 lane 0 issues the K/V TMA loads; warps 1-3
-//              gather Q rows with cp.async (one tile per item).
+// warpgroup 0: producer. warp 0 issues the K/V TMA loads (all lanes); warps
+//              1-3 gather Q rows with cp.async (one tile per item).
 // warpgroup 1: S = Q.K^T, online softmax, P -> smem, O[:, 0:256) += P.V
 // warpgroup 2: O[:, 256:512) += P.V with P from smem
 inline constexpr int kWarpgroupThreads = 128;
@@ -38,7 +38,9 @@ inline constexpr int kConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 65536
 static_assert(kWarpgroupThreads * kProducerRegs + 2 * kWarpgroupThreads * kConsumerRegs <= 65536);
 
 // Named barriers (0 is __syncthreads).
-inline constexpr int kBarrierPFull = 1;     // WG1 published P/row scales (WG1 arrive, WG2 sync)
+// P handoff: producer/consumer named barriers (bar.arrive on the signalling
+// side, bar.sync on the waiting side).
+inline constexpr int kBarrierPFull = 1;     // WG1 published P/row factors (WG1 arrive, WG2 sync)
 inline constexpr int kBarrierPEmpty = 2;    // WG2 finished reading P (WG2 arrive, WG1 sync)
 inline constexpr int kBarrierSoftmaxWg = 3; // inside WG1 only
 inline constexpr int kBarrierPThreads = 2 * kWarpgroupThreads;

@@ -6,12 +6,12 @@
 // (s, head) of the tile and K/V read through the block table.
 //
 // Warp roles (384 threads, one CTA per SM):
-//   WG0 producer (setmaxnreg 40): warp 0 lane 0 runs the K/V TMA ring; warps
-//       1-3 gather the item's Q tile with cp.async.
+//   WG0 producer (setmaxnreg 40): warp 0 runs the K/V TMA ring (all lanes
+//       issue boxes); warps 1-3 gather the item's Q tile with cp.async.
 //   WG1 softmax (setmaxnreg 232): S = Q.K^T (WGMMA 64x64x16, SS), mask, online
 //       softmax in registers, P -> smem (stmatrix), O[:, 0:256) += P.V (SS).
 //   WG2 (setmaxnreg 232): O[:, 256:512) += P.V with P and the row scales read
-//       from smem after WG1 publishes them.
+//       from smem after WG1 publishes them (named barriers PFull / PEmpty).
 // Shared memory: Q 72 KB + 2 K/V stages 144 KB + P 8 KB + row stats (traits.h).
 // Pipeline depth: 2 K/V stages; one Q buffer (reloaded per item while the
 // previous item's softmax/P.V/epilogue still run).
@@ -32,6 +32,10 @@
 namespace openmla::kernels::decode_dense {
 
 // ---- WG1: scores, softmax, left O half ------------------------------------------------------------
+// Per block: S = Q.K^T, mask, online softmax, publish P, O_left += P.V_left.
+// NOTE: S_{j+1} is not issued under P_j.V_j: that would hold two K/V stages
+// at once and leave the producer nothing to prefetch into (measured slower at
+// every shape with two stages; see docs/kernels/decode_dense.md).
 template <class Traits>
 __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork& part,
                                       typename Traits::SharedStorage& smem, int kv_head, int m_tile,
@@ -46,12 +50,9 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
   auto thr_qk = mma_qk.get_thread_slice(thread);
   auto thr_pv = mma_pv.get_thread_slice(thread);
 
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});  // (64, d_qk)
   Tensor sP = make_tensor(make_smem_ptr(smem.p), typename Traits::SmemLayoutP{});  // (64, 64)
-  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);                                    // (MMA, 1, d_qk/16)
-  Tensor tOrP = thr_pv.partition_fragment_A(sP);                                    // (MMA, 1, 4)
-
   Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});          // (MMA, 1, 1) fp32
+  Tensor tSrP = make_tensor_like<Element>(tSrS);                                            // (MMA, 1, 1) P
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
   Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) coords
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{}));
@@ -89,7 +90,6 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       const int stage = block_counter % kNumStages;
       const uint32_t phase = (block_counter / kNumStages) & 1;
       const bool last = block == blocks.end_block - 1;
-      const int first_token = block * BLOCK_N;
       Element* stage_base = smem.kv[stage];
       common::mbarrier_wait(&smem.kv_full[stage], phase);
 
@@ -101,17 +101,18 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       }
 
       // ---- S = Q.K^T, then hand Q back once the item's last product is done ----
-      Loop::gemm_qk(mma_qk, tSrQ, stage_base, thread, tSrS);
+      Loop::issue_qk(mma_qk, smem.q, stage_base, thread, tSrS);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
       if (last) {
         __syncwarp();
         if (lane == 0) common::mbarrier_arrive(&smem.q_empty);
       }
 
       // ---- mask + online softmax ----
-      Loop::mask_scores(tSrS_rc, tScS_rc, first_token, row_limit);
+      Loop::mask_scores(tSrS_rc, lane, block * BLOCK_N, row_limit);
       float row_scale[2];
       softmax.update(tSrS_rc, params.scale_log2, row_scale);
-      Tensor tSrP = make_tensor_like<Element>(tSrS);  // (MMA, 1, 1) P in the input dtype
 #pragma unroll
       for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
       float row_sum[2] = {0.0f, 0.0f};
@@ -142,7 +143,9 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
 #pragma unroll
         for (int j = 0; j < size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
       }
-      Loop::gemm_pv(mma_pv, tOrP, stage_base, thread, tOrO);
+      Loop::issue_pv(mma_pv, smem.p, stage_base, thread, tOrO);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
       __syncwarp();
       if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
 
@@ -165,8 +168,6 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
 
   typename Traits::TiledMmaPV mma_pv;
   auto thr_pv = mma_pv.get_thread_slice(thread);
-  Tensor sP = make_tensor(make_smem_ptr(smem.p), typename Traits::SmemLayoutP{});  // (64, 64)
-  Tensor tOrP = thr_pv.partition_fragment_A(sP);                                    // (MMA, 1, 4)
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{}));
   Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
@@ -202,7 +203,9 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
 #pragma unroll
         for (int j = 0; j < size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
       }
-      Loop::gemm_pv(mma_pv, tOrP, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);
+      Loop::issue_pv(mma_pv, smem.p, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
       __syncwarp();
       if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
       // Release P unless no further block follows in this part (keeps the
@@ -250,7 +253,7 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
     const int warp = thread / 32;
     if (warp == 0) {
-      if (thread == 0) Mainloop<Traits>::produce_kv(params, part, smem, kv_head);
+      Mainloop<Traits>::produce_kv(params, part, smem, kv_head, thread);
     } else {
       Mainloop<Traits>::produce_q(params, part, smem, kv_head, m_tile, thread - 32);
     }

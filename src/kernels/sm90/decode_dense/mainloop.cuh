@@ -3,7 +3,7 @@
 // the two WGMMA products, masking).
 //
 // Pipeline: kNumStages = 2 K/V stages of 64 tokens x d_qk.
-//   kv_full[s]  (1 arrival + TMA bytes)  producer -> consumers
+//   kv_full[s]  (1 arrival + TMA bytes)  producer warp -> consumers
 //   kv_empty[s] (8 arrivals: 4 warps of each consumer warpgroup) consumers -> producer
 //   q_full  (96 arrivals: the Q-gather threads)  once per item
 //   q_empty (4 arrivals: the warps of WG1, after the item's last Q.K^T)
@@ -53,14 +53,18 @@ struct Mainloop {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
 
-  // ---- producer: K/V ring (one thread) ---------------------------------------------------
+  // ---- producer: K/V ring (warp 0) --------------------------------------------------------
   // Block b of a request: tokens [64 b, 64 b + 64), loaded as 64 / box_tokens
   // boxes per 64-column chunk. Boxes whose first token is past the length are
   // not loaded (their block-table entries may be garbage) and not counted in
   // the barrier's transaction bytes; the consumer zeroes those rows.
+  // NOTE: all 32 lanes issue TMAs (lane i takes boxes i, i + 32, ...), so
+  // small pages (4 boxes x 9 chunks at page 16) cost no more issue slots than
+  // page 64; lane k < num_boxes looks up page k.
   static __device__ void produce_kv(const KernelParams& params, const PartWork& part,
-                                    SharedStorage& smem, int kv_head) {
-    const int boxes_per_block = BLOCK_N / params.box_tokens;
+                                    SharedStorage& smem, int kv_head, int lane) {
+    constexpr int kMaxLoads = kMaxBoxesPerBlock * Traits::kNumChunks;
+    constexpr int kIssueRounds = (kMaxLoads + 31) / 32;
     const uint32_t box_bytes = uint32_t(params.box_tokens) * Traits::kBoxRowBytes;
     int block_counter = 0;
     for (int item = part.begin_item; item <= part.end_item; ++item) {
@@ -72,28 +76,29 @@ struct Mainloop {
         const int first_token = block * BLOCK_N;
         const int valid = block_valid_tokens(blocks.length, block);
         const int num_boxes = (valid + params.box_tokens - 1) / params.box_tokens;
-        // NOTE: page lookups go out before the empty-slot wait so their latency
-        // hides behind the consumers' work on the previous blocks.
-        int pages[kMaxBoxesPerBlock];
-#pragma unroll
-        for (int k = 0; k < kMaxBoxesPerBlock; ++k) {
-          pages[k] = k < num_boxes ? __ldg(table + (first_token + k * params.box_tokens) / params.page_size) : 0;
-        }
+        // Page lookups go out before the empty-slot wait so their latency hides
+        // behind the consumers' work on the previous blocks.
+        const int my_page =
+            lane < num_boxes ? __ldg(table + (first_token + lane * params.box_tokens) / params.page_size) : 0;
         common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
-        common::mbarrier_arrive_expect_tx(&smem.kv_full[stage],
-                                          uint32_t(num_boxes) * Traits::kNumChunks * box_bytes);
+        if (lane == 0) {
+          common::mbarrier_arrive_expect_tx(&smem.kv_full[stage],
+                                            uint32_t(num_boxes) * Traits::kNumChunks * box_bytes);
+        }
+        __syncwarp();
         Element* stage_base = smem.kv[stage];
+        const int num_loads = num_boxes * Traits::kNumChunks;
 #pragma unroll
-        for (int k = 0; k < kMaxBoxesPerBlock; ++k) {
-          if (k < num_boxes && k < boxes_per_block) {
-            const int token = first_token + k * params.box_tokens;
-            const int slot_in_page = token % params.page_size;
-#pragma unroll
-            for (int c = 0; c < Traits::kNumChunks; ++c) {
-              common::tma_load_4d(&params.tma_kv, &smem.kv_full[stage],
-                                  stage_base + c * Traits::kChunkElems + k * params.box_tokens * kChunkCols,
-                                  c * kChunkCols, kv_head, slot_in_page, pages[k]);
-            }
+        for (int round = 0; round < kIssueRounds; ++round) {
+          const int load = round * 32 + lane;
+          const int box = min(load / Traits::kNumChunks, kMaxBoxesPerBlock - 1);
+          const int chunk = load % Traits::kNumChunks;
+          const int page = __shfl_sync(0xffffffffu, my_page, box);
+          if (load < num_loads) {
+            const int token = first_token + box * params.box_tokens;
+            common::tma_load_4d(&params.tma_kv, &smem.kv_full[stage],
+                                stage_base + chunk * Traits::kChunkElems + box * params.box_tokens * kChunkCols,
+                                chunk * kChunkCols, kv_head, token % params.page_size, page);
           }
         }
       }
@@ -153,13 +158,27 @@ struct Mainloop {
     }
   }
 
-  // ---- consumer: S = Q.K^T ----------------------------------------------------------------------
-  template <class TiledMma, class TensorQ, class TensorS>
-  static __device__ __forceinline__ void gemm_qk(TiledMma& tiled_mma, const TensorQ& tSrQ, Element* stage_base,
-                                                 int thread, TensorS& tSrS) {
+  // NOTE: smem base pointers are laundered through an empty asm before the
+  // GMMA descriptors are built from them. Otherwise the compiler hoists the
+  // loop-invariant descriptors of every k-step (and of both stages) into
+  // registers, which spills once S and O are both in flight.
+  template <class T>
+  static __device__ __forceinline__ T* opaque(T* ptr) {
+    asm volatile("" : "+l"(ptr));
+    return ptr;
+  }
+
+  // ---- consumer: S = Q.K^T (issued, not waited) -------------------------------------------------
+  // The caller waits with warpgroup_wait<N>() and fences tSrS afterwards.
+  template <class TiledMma, class TensorS>
+  static __device__ __forceinline__ void issue_qk(TiledMma& tiled_mma, Element* q_base, Element* stage_base,
+                                                  int thread, TensorS& tSrS) {
     using namespace cute;
-    Tensor sK = make_tensor(make_smem_ptr(stage_base), typename Traits::SmemLayoutK{});  // (64 tokens, d_qk)
-    Tensor tSrK = tiled_mma.get_thread_slice(thread).partition_fragment_B(sK);       // (MMA, 1, d_qk/16)
+    Tensor sQ = make_tensor(make_smem_ptr(opaque(q_base)), typename Traits::SmemLayoutQ{});      // (64, d_qk)
+    Tensor sK = make_tensor(make_smem_ptr(opaque(stage_base)), typename Traits::SmemLayoutK{});  // (64 tokens, d_qk)
+    auto thr_mma = tiled_mma.get_thread_slice(thread);
+    Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA, 1, d_qk/16)
+    Tensor tSrK = thr_mma.partition_fragment_B(sK);  // (MMA, 1, d_qk/16)
     warpgroup_fence_operand(tSrS);
     warpgroup_arrive();
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -169,17 +188,18 @@ struct Mainloop {
       tiled_mma.accumulate_ = GMMA::ScaleOut::One;
     }
     warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tSrS);
   }
 
-  // ---- consumer: O_half += P.V_half -------------------------------------------------------------------
-  template <class TiledMma, class TensorP, class TensorO>
-  static __device__ __forceinline__ void gemm_pv(TiledMma& tiled_mma, const TensorP& tOrP, Element* v_half_base,
-                                                 int thread, TensorO& tOrO) {
+  // ---- consumer: O_half += P.V_half (issued, not waited) --------------------------------------------
+  template <class TiledMma, class TensorO>
+  static __device__ __forceinline__ void issue_pv(TiledMma& tiled_mma, Element* p_base, Element* v_half_base,
+                                                  int thread, TensorO& tOrO) {
     using namespace cute;
-    Tensor sV = make_tensor(make_smem_ptr(v_half_base), typename Traits::SmemLayoutVHalf{});  // (256 cols, 64 tokens)
-    Tensor tOrV = tiled_mma.get_thread_slice(thread).partition_fragment_B(sV);            // (MMA, 1, 4)
+    Tensor sP = make_tensor(make_smem_ptr(opaque(p_base)), typename Traits::SmemLayoutP{});          // (64, 64)
+    Tensor sV = make_tensor(make_smem_ptr(opaque(v_half_base)), typename Traits::SmemLayoutVHalf{});  // (256 cols, 64 tokens)
+    auto thr_mma = tiled_mma.get_thread_slice(thread);
+    Tensor tOrP = thr_mma.partition_fragment_A(sP);  // (MMA, 1, 4)
+    Tensor tOrV = thr_mma.partition_fragment_B(sV);  // (MMA, 1, 4)
     warpgroup_fence_operand(tOrO);
     warpgroup_arrive();
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;
@@ -188,23 +208,24 @@ struct Mainloop {
       gemm(tiled_mma, tOrP(_, _, k), tOrV(_, _, k), tOrO);
     }
     warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tOrO);
   }
 
   // ---- consumer: mask S --------------------------------------------------------------------------------
   // Row i of the view sees tokens [0, row_limit[i]); everything else -> -inf
   // (this also replaces NaN from stale K rows).
-  template <class TensorSRowCol, class TensorCRowCol>
-  static __device__ __forceinline__ void mask_scores(TensorSRowCol& tSrS_rc, const TensorCRowCol& tScS_rc,
-                                                     int first_token, const int (&row_limit)[2]) {
+  // NOTE: in the sm90 64xN accumulator, column j of a thread's row view is
+  // 2 * (lane % 4) + (j % 2) + 8 * (j / 2) (PTX "wgmma 64xNx16 D fragment"), so
+  // the per-block test reduces to compile-time offsets against one bound per row.
+  template <class TensorSRowCol>
+  static __device__ __forceinline__ void mask_scores(TensorSRowCol& tSrS_rc, int lane, int first_token,
+                                                     const int (&row_limit)[2]) {
     using namespace cute;
 #pragma unroll
     for (int i = 0; i < size<0>(tSrS_rc); ++i) {
+      const int bound = row_limit[i] - first_token - 2 * (lane % 4);  // column offsets below this are visible
 #pragma unroll
       for (int j = 0; j < size<1>(tSrS_rc); ++j) {
-        const int token = first_token + int(get<1>(tScS_rc(i, j)));
-        if (token >= row_limit[i]) tSrS_rc(i, j) = -INFINITY;
+        if ((j % 2) + 8 * (j / 2) >= bound) tSrS_rc(i, j) = -INFINITY;
       }
     }
   }
