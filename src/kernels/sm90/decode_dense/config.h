@@ -38,12 +38,9 @@ inline constexpr int kConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 65536
 static_assert(kWarpgroupThreads * kProducerRegs + 2 * kWarpgroupThreads * kConsumerRegs <= 65536);
 
 // Named barriers (0 is __syncthreads).
-// P handoff: producer/consumer named barriers (bar.arrive on the signalling
-// side, bar.sync on the waiting side).
-inline constexpr int kBarrierPFull = 1;     // WG1 published P/row factors (WG1 arrive, WG2 sync)
-inline constexpr int kBarrierPEmpty = 2;    // WG2 finished reading P (WG2 arrive, WG1 sync)
+// The P handoff between WG1 and WG2 uses the mbarriers p_full / p_empty
+// (every thread arrives, so each thread's smem accesses are released).
 inline constexpr int kBarrierSoftmaxWg = 3; // inside WG1 only
-inline constexpr int kBarrierPThreads = 2 * kWarpgroupThreads;
 
 // ---- paged KV ------------------------------------------------------------------------
 // A 64-token block is loaded as 64 / box_tokens TMA boxes per 64-column chunk,

@@ -11,7 +11,7 @@
 //   WG1 softmax (setmaxnreg 232): S = Q.K^T (WGMMA 64x64x16, SS), mask, online
 //       softmax in registers, P -> smem (stmatrix), O[:, 0:256) += P.V (SS).
 //   WG2 (setmaxnreg 232): O[:, 256:512) += P.V with P and the row scales read
-//       from smem after WG1 publishes them (named barriers PFull / PEmpty).
+//       from smem after WG1 publishes them (mbarriers p_full / p_empty).
 // Shared memory: Q 72 KB + 2 K/V stages 144 KB + P 8 KB + row stats (traits.h).
 // Pipeline depth: 2 K/V stages; one Q buffer (reloaded per item while the
 // previous item's softmax/P.V/epilogue still run).
@@ -124,7 +124,7 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       }
 
       // ---- publish P and the row factors to WG2 ----
-      common::named_barrier_sync(kBarrierPEmpty, kBarrierPThreads);
+      common::mbarrier_wait(&smem.p_empty, ((block_counter & 1) ^ 1));  // WG2 is done with the previous P
       copy(smem_copy_p, thr_copy_p.retile_S(tSrP), tPsP);
       if (lane % 4 == 0) {
 #pragma unroll
@@ -134,8 +134,8 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
         }
       }
       common::fence_view_async_shared();
-      common::named_barrier_arrive(kBarrierPFull, kBarrierPThreads);
-      common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);  // all of P is in smem
+      common::mbarrier_arrive(&smem.p_full);                             // every writer releases its part
+      common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);  // all of P is in smem (for WG1's MMA)
 
       // ---- O_left = O_left * scale + P.V_left ----
 #pragma unroll
@@ -177,8 +177,6 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
 #pragma unroll
   for (int i = 0; i < 2; ++i) rows[i] = make_query_row(params, kv_head, m_tile, int(get<0>(tOcO_rc(i, 0))));
 
-  // The P buffer starts empty: one arrival stands for "block -1 consumed".
-  common::named_barrier_arrive(kBarrierPEmpty, kBarrierPThreads);
   int block_counter = 0;
   for (int item = part.begin_item; item <= part.end_item; ++item) {
     const ItemBlocks blocks = item_blocks(params, part, item);
@@ -189,7 +187,7 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
       const uint32_t phase = (block_counter / kNumStages) & 1;
       const bool last = block == blocks.end_block - 1;
       common::mbarrier_wait(&smem.kv_full[stage], phase);
-      common::named_barrier_sync(kBarrierPFull, kBarrierPThreads);
+      common::mbarrier_wait(&smem.p_full, block_counter & 1);
 
       float row_scale[2];
       float norm[2] = {0.0f, 0.0f};
@@ -208,10 +206,7 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
       warpgroup_fence_operand(tOrO);
       __syncwarp();
       if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
-      // Release P unless no further block follows in this part (keeps the
-      // arrive/sync counts of the named barrier balanced).
-      const bool part_done = last && item == part.end_item;
-      if (!part_done) common::named_barrier_arrive(kBarrierPEmpty, kBarrierPThreads);
+      common::mbarrier_arrive(&smem.p_empty);  // P and the row factors are consumed
 
       if (last) Epilogue<Traits>::store_o(params, item, blocks, tOrO, tOcO, rows, norm, HEAD_DIM_V_HALF);
     }
@@ -244,6 +239,8 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
     }
     common::mbarrier_init(&smem.q_full, kQLoadThreads);
     common::mbarrier_init(&smem.q_empty, kWarpgroupThreads / 32);
+    common::mbarrier_init(&smem.p_full, kWarpgroupThreads);
+    common::mbarrier_init(&smem.p_empty, kWarpgroupThreads);
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }

@@ -84,6 +84,8 @@ struct Traits {
     uint64_t kv_empty[kNumStages];
     uint64_t q_full;
     uint64_t q_empty;
+    uint64_t p_full;   // 128 arrivals: every WG1 thread after writing P / row factors
+    uint64_t p_empty;  // 128 arrivals: every WG2 thread after its P.V retired
   };
   // The dynamic smem base is aligned up to 1024 B inside the kernel.
   static constexpr int kSmemAlignSlack = 1024;
