@@ -12,8 +12,8 @@ None the op allocates one from torch's allocator (stream-ordered, and from the
 graph's private pool while capturing).
 """
 
-from __future__ import annotations
-
+# NOTE: no `from __future__ import annotations`: custom_op reads the annotations
+# to infer the schema, and older torch versions need real types there.
 from typing import Optional, Tuple
 
 import torch
