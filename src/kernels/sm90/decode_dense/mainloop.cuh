@@ -7,6 +7,8 @@
 //   kv_empty[s] (8 arrivals: 4 warps of each consumer warpgroup) consumers -> producer
 //   q_full  (96 arrivals: the Q-gather threads)  once per item
 //   q_empty (4 arrivals: the warps of WG1, after the item's last Q.K^T)
+//   p_full / p_empty (128 arrivals each: every WG1 / WG2 thread) per block,
+//   for the P tile and the row factors (kernel.cuh)
 // Every role walks the same (item, block) sequence of its part, so stage and
 // phase counters agree without communication.
 #pragma once
