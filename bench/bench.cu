@@ -159,7 +159,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   using namespace openmla;
   std::mt19937 rng(uint32_t(c.batch * 131 + c.h_q * 7 + c.s_q + c.s_k));
   std::normal_distribution<double> normal(c.s_k, c.s_k / 2.0);
-  std::vector<int32_t> seqlens(size_t(c.batch));
+  std::vector<int32_t> seqlens(static_cast<size_t>(c.batch));
   for (auto& len : seqlens) {
     len = c.variable_lengths ? int32_t(std::clamp(std::lround(normal(rng)), long(c.s_q), long(4 * c.s_k))) : c.s_k;
   }
@@ -172,7 +172,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
       block_table[size_t(b) * max_pages + p] = num_pages++;
     }
   }
-  std::vector<int32_t> order(size_t(num_pages));  // shuffle the page ids
+  std::vector<int32_t> order(static_cast<size_t>(num_pages));  // shuffle the page ids
   for (int i = 0; i < num_pages; ++i) order[size_t(i)] = i;
   std::shuffle(order.begin(), order.end(), rng);
   for (auto& page : block_table) if (page != 2147480000) page = order[size_t(page)];

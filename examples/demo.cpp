@@ -66,7 +66,7 @@ int main() {
   std::vector<float> lse(size_t(kBatch) * kHeadsQ * kQueryTokens);                       // [b, h_q, s_q]
   for (auto& x : q) x = float_to_bf16_bits(normal(rng));
   for (auto& x : kv) x = float_to_bf16_bits(normal(rng));
-  std::vector<int32_t> pages(size_t(num_pages));
+  std::vector<int32_t> pages(static_cast<size_t>(num_pages));
   std::iota(pages.begin(), pages.end(), 0);
   std::shuffle(pages.begin(), pages.end(), rng);
   for (size_t i = 0; i < block_table.size(); ++i) block_table[i] = pages[i];
@@ -106,9 +106,9 @@ int main() {
     DEMO_CUDA(cudaMalloc(&d_q, q.size() * 2));
     DEMO_CUDA(cudaMalloc(&d_kv, kv.size() * 2));
     DEMO_CUDA(cudaMalloc(&d_out, out.size() * 2));
-    DEMO_CUDA(cudaMalloc(&d_lse, lse.size() * 4));
-    DEMO_CUDA(cudaMalloc(&d_table, block_table.size() * 4));
-    DEMO_CUDA(cudaMalloc(&d_seqlens, seqlens.size() * 4));
+    DEMO_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_lse), lse.size() * 4));
+    DEMO_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_table), block_table.size() * 4));
+    DEMO_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_seqlens), seqlens.size() * 4));
     DEMO_CUDA(cudaMalloc(&d_workspace, plan.workspace.total_bytes));
     DEMO_CUDA(cudaMemcpy(d_q, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
     DEMO_CUDA(cudaMemcpy(d_kv, kv.data(), kv.size() * 2, cudaMemcpyHostToDevice));
