@@ -1,5 +1,11 @@
 // One warp runs the same partition code as the host planner (plan/partition.h),
 // writing PartWork / CombineEntry records into the workspace.
+//
+// NOTE: the partition walks its scratch arrays with chains of dependent reads
+// (scans, binary searches). From global memory, after an L2 flush, each link
+// costs ~1 us and the kernel took tens of microseconds; so the lengths and
+// the scratch arrays live in shared memory whenever they fit (up to ~16k
+// items), and in the workspace otherwise.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -11,19 +17,61 @@ namespace openmla::kernels::schedule {
 namespace {
 
 constexpr int kLanes = 32;
+constexpr size_t kMaxSharedBytes = 200 * 1024;
+
+// Shared-memory carve-up of the scheduler's scratch, all 16-byte aligned.
+struct SharedLayout {
+  size_t prefix, bounds, slots, lengths, total;
+};
+
+constexpr size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+__host__ __device__ inline SharedLayout shared_layout(int32_t num_items, int32_t num_parts, int32_t num_lengths) {
+  SharedLayout layout{};
+  layout.prefix = 0;
+  layout.bounds = layout.prefix + align16(sizeof(int64_t) * (size_t(num_items) + 1));
+  layout.slots = layout.bounds + align16(sizeof(plan_detail::Bound) * (size_t(num_parts) + 1));
+  layout.lengths = layout.slots + align16(sizeof(int32_t) * (size_t(num_parts) + 1));
+  layout.total = layout.lengths + align16(sizeof(int32_t) * size_t(num_lengths));
+  return layout;
+}
 
 __global__ void __launch_bounds__(kLanes, 1)
     build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemLengths lengths,
-                          plan_detail::ScheduleBuffers buffers) {
-  plan_detail::build_schedule(num_items, num_parts, min_part_cost, lengths, buffers, int(threadIdx.x), kLanes);
+                          plan_detail::ScheduleBuffers buffers, int32_t num_lengths, bool in_shared) {
+  extern __shared__ __align__(16) uint8_t shared[];
+  const int lane = int(threadIdx.x);
+  if (in_shared) {
+    const SharedLayout layout = shared_layout(num_items, num_parts, num_lengths);
+    buffers.item_prefix = reinterpret_cast<int64_t*>(shared + layout.prefix);
+    buffers.part_bounds = reinterpret_cast<plan_detail::Bound*>(shared + layout.bounds);
+    buffers.part_slots = reinterpret_cast<int32_t*>(shared + layout.slots);
+    if (lengths.lengths != nullptr) {  // one coalesced pass over the lengths
+      int32_t* shared_lengths = reinterpret_cast<int32_t*>(shared + layout.lengths);
+      for (int32_t i = lane; i < num_lengths; i += kLanes) shared_lengths[i] = lengths.lengths[i];
+      lengths.lengths = shared_lengths;
+      __syncwarp();
+    }
+  }
+  plan_detail::build_schedule(num_items, num_parts, min_part_cost, lengths, buffers, lane, kLanes);
 }
 
 }  // namespace
 
 Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWorkspace& workspace,
               cudaStream_t stream) {
-  build_schedule_kernel<<<1, kLanes, 0, stream>>>(plan.num_items, plan.num_parts, plan.min_part_cost, lengths,
-                                                  workspace.schedule);
+  const int32_t num_lengths =
+      lengths.lengths == nullptr ? 0 : (plan.num_items + lengths.items_per_length - 1) / lengths.items_per_length;
+  const SharedLayout layout = shared_layout(plan.num_items, plan.num_parts, num_lengths);
+  const bool in_shared = layout.total <= kMaxSharedBytes;
+  static const cudaError_t attribute_error = cudaFuncSetAttribute(
+      build_schedule_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes));
+  if (attribute_error != cudaSuccess) {
+    return Status::cuda_error(std::string("schedule kernel: raising its shared memory failed: ") +
+                              cudaGetErrorString(attribute_error));
+  }
+  build_schedule_kernel<<<1, kLanes, in_shared ? layout.total : 0, stream>>>(
+      plan.num_items, plan.num_parts, plan.min_part_cost, lengths, workspace.schedule, num_lengths, in_shared);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) {
     return Status::cuda_error(std::string("schedule kernel launch failed: ") + cudaGetErrorString(error));
