@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "api/validate.h"
@@ -94,10 +95,31 @@ DenseRowEmit dense_final_emit(const DenseDecodeParams& params, int b) {
   };
 }
 
+// The reference reads host memory, so it can afford to check every page a
+// request uses; a bad page id is an error, never an out-of-bounds read.
+Status check_block_table(const char* entry, const DenseDecodeParams& params) {
+  const DenseDecodeShape& shape = params.shape;
+  for (int b = 0; b < shape.batch; ++b) {
+    const int32_t pages_used = (dense_length(params, b) + shape.page_size - 1) / shape.page_size;
+    const int32_t* table_row = params.block_table + b * params.block_table_stride_b;  // [max_pages_per_seq]
+    for (int32_t j = 0; j < pages_used; ++j) {
+      if (table_row[j] < 0 || table_row[j] >= shape.num_pages) {
+        return Status::invalid_argument(std::string(entry) + ": argument 'block_table' holds an invalid page: got " +
+                                        std::to_string(table_row[j]) + " at [" + std::to_string(b) + "][" +
+                                        std::to_string(j) + "], expected 0 <= page < num_pages = " +
+                                        std::to_string(shape.num_pages) + " for every page within seqlens[b]");
+      }
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
 
 Status reference_dense_decode(const DenseDecodeParams& params) {
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode("reference_dense_decode", params));
+  OPENMLA_RETURN_IF_ERROR(check_block_table("reference_dense_decode", params));
   for (int b = 0; b < params.shape.batch; ++b) {
     attend_dense_request(params, b, 0, dense_length(params, b), dense_final_emit(params, b));
   }
@@ -108,6 +130,7 @@ Status reference_dense_decode_split(const DenseDecodeParams& params, const Decod
                                     const HostSchedule& schedule, float* partial_o, float* partial_lse) {
   constexpr const char* kEntry = "reference_dense_decode_split";
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
+  OPENMLA_RETURN_IF_ERROR(check_block_table(kEntry, params));
   const DenseDecodeShape& shape = params.shape;
   // Dense items are requests; rows inside an item are (s, h), head fastest.
   const int rows_per_item = shape.s_q * shape.h_q;

@@ -1023,5 +1023,19 @@ TEST(ReferenceInputs, BuildersPoisonWhatMustNotBeRead) {
   EXPECT_TRUE(std::isinf(sparse.attn_sink[0]) && sparse.attn_sink[0] > 0);
 }
 
+// A page id out of range inside a request's length is refused, not dereferenced.
+TEST(ReferenceDenseDecode, RejectsOutOfRangePageIds) {
+  test::DenseDecodeConfig config;
+  config.seqlens = {100, 50};
+  test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(config, 17);
+  inputs.block_table[1] = inputs.shape.num_pages + 5;  // request 0, page 1 holds tokens 64..99
+  const Status status = reference_dense_decode(inputs.params());
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("argument 'block_table' holds an invalid page"), std::string::npos)
+      << status.message();
+  inputs.block_table[1] = -3;
+  EXPECT_EQ(reference_dense_decode(inputs.params()).code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace openmla

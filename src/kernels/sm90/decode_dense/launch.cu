@@ -15,7 +15,7 @@
 namespace openmla::kernels::decode_dense {
 namespace {
 
-constexpr const char* kEntry = "decode_dense";
+constexpr const char* kEntry = "dense_decode_run";
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kTmaAlignment = 16;  // bytes: global base address and strides
 
@@ -46,17 +46,17 @@ Status check_supported(const DenseDecodeParams& params, const DecodePlan& plan, 
   const DenseDecodeShape& shape = params.shape;
   const bool half_types = shape.kv_dtype == DType::kBF16 || shape.kv_dtype == DType::kFP16;
   if (!half_types || shape.q_dtype != shape.kv_dtype || shape.out_dtype != shape.kv_dtype) {
-    return unsupported(std::string("dtypes (q, kv, out) = (") + dtype_name(shape.q_dtype) + ", " +
-                       dtype_name(shape.kv_dtype) + ", " + dtype_name(shape.out_dtype) +
-                       ") are not supported: supported (bf16, bf16, bf16) and (fp16, fp16, fp16)");
+    return unsupported(std::string("argument 'kv_dtype' has no GPU kernel: got (q, kv, out) = (") +
+                       dtype_name(shape.q_dtype) + ", " + dtype_name(shape.kv_dtype) + ", " +
+                       dtype_name(shape.out_dtype) + "), expected (bf16, bf16, bf16) or (fp16, fp16, fp16)");
   }
   if ((shape.d_qk != kHeadDimQK && shape.d_qk != kHeadDimLatent) || shape.d_v != kHeadDimV) {
-    return unsupported("(d_qk, d_v) = (" + std::to_string(shape.d_qk) + ", " + std::to_string(shape.d_v) +
-                       ") is not supported: supported (576, 512) and (512, 512)");
+    return unsupported("argument 'd_qk' has no GPU kernel: got (d_qk, d_v) = (" + std::to_string(shape.d_qk) +
+                       ", " + std::to_string(shape.d_v) + "), expected (576, 512) or (512, 512)");
   }
   if (!page_size_supported(shape.page_size)) {
-    return unsupported("page_size = " + std::to_string(shape.page_size) +
-                       " is not supported: supported 8, 16, 32 and multiples of 64 (e.g. 64, 128, 256)");
+    return unsupported("argument 'page_size' has no GPU kernel: got " + std::to_string(shape.page_size) +
+                       ", expected 8, 16, 32 or a multiple of 64 (e.g. 64, 128, 256)");
   }
   if (shape.h_kv < 1 || shape.h_q % shape.h_kv != 0) {
     return Status::invalid_argument(std::string(kEntry) + ": h_q = " + std::to_string(shape.h_q) +
