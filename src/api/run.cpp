@@ -9,6 +9,7 @@
 #include "kernels/common/schedule/launch.h"
 #include "kernels/common/workspace.h"
 #include "kernels/sm90/decode_dense/launch.h"
+#include "kernels/sm90/decode_sparse_fp8/launch.h"
 #include "openmla/openmla.h"
 
 namespace openmla {
@@ -103,11 +104,36 @@ Status combine_run(const CombineParams& params, cudaStream_t stream) {
   return kernels::combine::launch(params, params.q_tokens_per_item * params.h_q, stream);
 }
 
-Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan&, void*, size_t, cudaStream_t) {
-  OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode("sparse_decode_run", params));
-  return Status::not_supported(
-      "sparse_decode_run: the sparse FP8 decode GPU kernel is not implemented yet (use reference_sparse_decode "
-      "on the CPU)");
+Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
+                         size_t workspace_bytes, cudaStream_t stream) {
+  constexpr const char* kEntry = "sparse_decode_run";
+  OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode(kEntry, params));
+  const SparseDecodeShape& shape = params.shape;
+  // Items are (request, query token) pairs; heads are split into 64-wide q-groups.
+  const int q_groups = (shape.h_q + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
+  OPENMLA_RETURN_IF_ERROR(
+      check_plan_matches(kEntry, plan, shape.batch * shape.s_q, shape.h_q, q_groups, shape.topk));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
+
+  const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
+  ItemLengths lengths = plan.lengths;
+  lengths.lengths = params.topk_length;  // per request; null: every item has topk positions
+  OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
+  OPENMLA_RETURN_IF_ERROR(kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts, views.partial_o,
+                                                             views.partial_lse, stream));
+  if (plan.num_slots == 0) return Status::ok();  // nothing can be split: no combine launch
+
+  // Split items: the combine merges the pieces and applies the attention sink.
+  CombineParams combine = combine_params_for(plan, views, shape.batch, shape.s_q, shape.h_q, DType::kBF16);
+  combine.attn_sink = params.attn_sink;
+  combine.out = params.out;
+  combine.out_stride_b = params.out_stride_b;
+  combine.out_stride_s = params.out_stride_s;
+  combine.out_stride_h = params.out_stride_h;
+  combine.lse = params.lse;
+  combine.lse_stride_b = params.lse_stride_b;
+  combine.lse_stride_h = params.lse_stride_h;
+  return kernels::combine::launch(combine, plan.rows_per_item, stream);
 }
 
 Status sparse_prefill_run(const SparsePrefillParams& params, cudaStream_t) {
