@@ -2,7 +2,7 @@
 // every timed run, median of --iters >= 20) and reports each case against the
 // copy bandwidth and bf16 GEMM rate measured in the same process.
 //   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING]
-// Cases are listed in dense_cases() below; "graph" cases time CUDA-graph replays
+// Cases are listed in dense_cases() and sparse_cases() below; "graph" cases time CUDA-graph replays
 // of a whole decode call (schedule + attention + combine), so host launch
 // overhead is excluded.
 #include <cublas_v2.h>
@@ -57,6 +57,28 @@ __global__ void poison_page_tails(__nv_bfloat16* kv, const int32_t* block_table,
   __nv_bfloat16* tail = kv + (size_t(page) * page_size + used_in_last) * row_elems;
   const size_t n = size_t(page_size - used_in_last) * row_elems;
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) tail[i] = __float2bfloat16(NAN);
+}
+
+// Random 656-byte FP8 tokens: finite e4m3 codes (never the NaN codes 0x7f/0xff),
+// power-of-two scales, bf16 RoPE.
+__global__ void fill_sparse_fp8_tokens(uint8_t* cache, size_t num_tokens, uint32_t seed) {
+  for (size_t t = blockIdx.x * size_t(blockDim.x) + threadIdx.x; t < num_tokens; t += size_t(gridDim.x) * blockDim.x) {
+    uint8_t* token = cache + t * openmla::kSparseFp8TokenBytes;
+    uint32_t h = uint32_t(t) * 2654435761u ^ seed;
+    for (int i = 0; i < 512; ++i) {
+      h ^= h << 13; h ^= h >> 17; h ^= h << 5;
+      uint8_t code = uint8_t(h);
+      if ((code & 0x7f) == 0x7f) code ^= 0x01;
+      token[i] = code;
+    }
+    float* scales = reinterpret_cast<float*>(token + openmla::kSparseFp8ScaleOffset);
+    for (int g = 0; g < openmla::kSparseFp8NumScales; ++g) scales[g] = ldexpf(1.f, -8 + int((h >> (4 * g)) & 3));
+    __nv_bfloat16* rope = reinterpret_cast<__nv_bfloat16*>(token + openmla::kSparseFp8RopeOffset);
+    for (int i = 0; i < openmla::kHeadDimRope; ++i) {
+      h ^= h << 13; h ^= h >> 17; h ^= h << 5;
+      rope[i] = __float2bfloat16((float(h & 0xffff) / 65536.f - 0.5f));
+    }
+  }
 }
 
 struct Timer {
@@ -262,6 +284,101 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   return Result{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
 }
 
+// ---- sparse FP8 decode cases (issue 4) ------------------------------------------------
+struct SparseCase {
+  int batch, h_q, s_q, topk;
+  int context = 32768;  // indices spread over this many tokens
+  std::string name() const {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "sparse b=%d h_q=%d s_q=%d topk=%d ctx=%d", batch, h_q, s_q, topk, context);
+    return buf;
+  }
+};
+
+std::vector<SparseCase> sparse_cases() {
+  std::vector<SparseCase> cases;
+  for (int batch : {64, 128})
+    for (int s_q : {1, 2})
+      for (int h_q : {16, 64, 128}) cases.push_back({batch, h_q, s_q, 2048});
+  return cases;
+}
+
+Result run_sparse_case(const SparseCase& c, const openmla::DeviceInfo& device, Timer& timer, int iters) {
+  using namespace openmla;
+  constexpr int kPage = 64;
+  std::mt19937 rng(uint32_t(c.batch * 31 + c.h_q * 7 + c.s_q));
+  // Each request owns its own context; indices are distinct tokens of it.
+  const int pages_per_request = c.context / kPage;
+  const int num_pages = c.batch * pages_per_request;
+  std::vector<int32_t> indices(size_t(c.batch) * c.s_q * c.topk);  // [b, s_q, topk]
+  std::vector<int32_t> tokens(static_cast<size_t>(c.context));
+  for (int b = 0; b < c.batch; ++b) {
+    for (int s = 0; s < c.s_q; ++s) {
+      for (int i = 0; i < c.context; ++i) tokens[size_t(i)] = i;
+      std::shuffle(tokens.begin(), tokens.end(), rng);
+      for (int k = 0; k < c.topk; ++k) {
+        indices[(size_t(b) * c.s_q + s) * c.topk + k] = b * c.context + tokens[size_t(k)];
+      }
+    }
+  }
+  SparseDecodeShape shape;
+  shape.batch = c.batch;
+  shape.s_q = c.s_q;
+  shape.h_q = c.h_q;
+  shape.topk = c.topk;
+  shape.page_size = kPage;
+  shape.num_pages = num_pages;
+  DecodePlan plan;
+  check(plan_sparse_decode(shape, device, &plan), "plan_sparse_decode");
+
+  const size_t q_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimQK;    // [b, s_q, h_q, 576]
+  const size_t out_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimV;   // [b, s_q, h_q, 512]
+  const size_t cache_bytes = size_t(num_pages) * kPage * kSparseFp8TokenBytes;  // [pages, 64, 1, 656]
+  __nv_bfloat16 *q, *out;
+  uint8_t* cache;
+  float* lse;
+  int32_t* d_indices;
+  void* workspace;
+  BENCH_CUDA(cudaMalloc(&q, q_elems * 2));
+  BENCH_CUDA(cudaMalloc(&out, out_elems * 2));
+  BENCH_CUDA(cudaMalloc(&cache, cache_bytes));
+  BENCH_CUDA(cudaMalloc(&lse, size_t(c.batch) * c.h_q * c.s_q * 4));
+  BENCH_CUDA(cudaMalloc(&d_indices, indices.size() * 4));
+  BENCH_CUDA(cudaMalloc(&workspace, std::max<size_t>(plan.workspace.total_bytes, 256)));
+  fill_random_bf16<<<1024, 256>>>(q, q_elems, 3, 1.f);
+  fill_sparse_fp8_tokens<<<1024, 256>>>(cache, size_t(num_pages) * kPage, 5);
+  BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaMemcpy(d_indices, indices.data(), indices.size() * 4, cudaMemcpyHostToDevice));
+
+  SparseDecodeParams params;
+  params.shape = shape;
+  params.q = q;
+  params.q_stride_h = kHeadDimQK;
+  params.q_stride_s = int64_t(c.h_q) * kHeadDimQK;
+  params.q_stride_b = c.s_q * params.q_stride_s;
+  params.kv_cache = cache;
+  params.kv_stride_page_bytes = int64_t(kPage) * kSparseFp8TokenBytes;
+  params.indices = d_indices;
+  params.indices_stride_s = c.topk;
+  params.indices_stride_b = int64_t(c.s_q) * c.topk;
+  params.out = out;
+  params.out_stride_h = kHeadDimV;
+  params.out_stride_s = int64_t(c.h_q) * kHeadDimV;
+  params.out_stride_b = c.s_q * params.out_stride_s;
+  params.lse = lse;
+  params.lse_stride_h = c.s_q;
+  params.lse_stride_b = int64_t(c.h_q) * c.s_q;
+  params.softmax_scale = 1.f / std::sqrt(float(kHeadDimQK));
+  const double us = timer.median_us(iters, [&] {
+    check(sparse_decode_run(params, plan, workspace, plan.workspace.total_bytes, nullptr), "sparse_decode_run");
+  });
+  BENCH_CUDA(cudaDeviceSynchronize());
+  const double flops = double(c.batch) * c.s_q * c.h_q * c.topk * 2.0 * (kHeadDimQK + kHeadDimV);
+  const double bytes = 2.0 * (double(q_elems) + double(out_elems)) + double(c.batch) * c.s_q * c.topk * kSparseFp8TokenBytes;
+  for (void* p : {(void*)q, (void*)out, (void*)cache, (void*)lse, (void*)d_indices, workspace}) BENCH_CUDA(cudaFree(p));
+  return Result{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,13 +402,18 @@ int main(int argc, char** argv) {
               device.num_sms, copy_gbps, gemm_tflops);
   std::printf("%-48s %10s %9s %9s %8s %8s\n", "case", "us", "TFLOP/s", "GB/s", "%copy", "%gemm");
   std::vector<Result> results;
-  for (const DenseCase& c : dense_cases()) {
-    if (!filter.empty() && c.name().find(filter) == std::string::npos) continue;
-    const Result r = run_dense_case(c, device, timer, iters);
+  auto report = [&](const Result& r) {
     std::printf("%-48s %10.1f %9.1f %9.0f %7.1f%% %7.1f%%\n", r.name.c_str(), r.us, r.tflops, r.gbps,
                 100.0 * r.gbps / copy_gbps, 100.0 * r.tflops / gemm_tflops);
     std::fflush(stdout);
     results.push_back(r);
+  };
+  auto selected = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
+  for (const DenseCase& c : dense_cases()) {
+    if (selected(c.name())) report(run_dense_case(c, device, timer, iters));
+  }
+  for (const SparseCase& c : sparse_cases()) {
+    if (selected(c.name())) report(run_sparse_case(c, device, timer, iters));
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
