@@ -30,21 +30,41 @@ Status check_plan_matches(const char* entry, const DecodePlan& plan, int num_ite
   return Status::ok();
 }
 
-CombineParams combine_params_for(const DecodePlan& plan, const kernels::DecodeWorkspace& workspace, int batch,
-                                 int s_q, int h_q, DType out_dtype) {
+// The steps every split-KV decode family shares: rebuild the schedule from the
+// device-resident lengths, run the family's attention kernel, then the combine
+// when the plan can split (a plan with one part launches no combine).
+template <class FamilyParams, class LaunchAttention>
+Status run_split_kv(const FamilyParams& params, const DecodePlan& plan, void* workspace,
+                    const int32_t* device_lengths, DType out_dtype, const float* attn_sink,
+                    const LaunchAttention& launch_attention, cudaStream_t stream) {
+  const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
+  ItemLengths lengths = plan.lengths;
+  lengths.lengths = device_lengths;
+  OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
+  OPENMLA_RETURN_IF_ERROR(launch_attention(views));
+  if (plan.num_slots == 0) return Status::ok();
+
   CombineParams combine;
-  combine.batch = batch;
-  combine.s_q = s_q;
-  combine.h_q = h_q;
+  combine.batch = params.shape.batch;
+  combine.s_q = params.shape.s_q;
+  combine.h_q = params.shape.h_q;
   combine.d_v = plan.d_v;
   combine.q_tokens_per_item = plan.q_tokens_per_item;
   combine.num_entries = plan.num_parts;
   combine.num_slots = plan.num_slots;
-  combine.entries = workspace.schedule.combine;
-  combine.partial_o = workspace.partial_o;
-  combine.partial_lse = workspace.partial_lse;
+  combine.entries = views.schedule.combine;
+  combine.partial_o = views.partial_o;
+  combine.partial_lse = views.partial_lse;
+  combine.attn_sink = attn_sink;  // applied by the combine to split items only
+  combine.out = params.out;
   combine.out_dtype = out_dtype;
-  return combine;
+  combine.out_stride_b = params.out_stride_b;
+  combine.out_stride_s = params.out_stride_s;
+  combine.out_stride_h = params.out_stride_h;
+  combine.lse = params.lse;
+  combine.lse_stride_b = params.lse_stride_b;
+  combine.lse_stride_h = params.lse_stride_h;
+  return kernels::combine::launch(combine, plan.rows_per_item, stream);
 }
 
 }  // namespace
@@ -76,27 +96,17 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
   if (shape.kv_dtype == DType::kFP8E4M3) {
     return Status::not_supported(std::string(kEntry) +
-                                 ": kv_dtype fp8_e4m3 has no GPU kernel yet: got fp8_e4m3, supported: bf16, fp16 "
-                                 "(the CPU reference supports fp8)");
+                                 ": argument 'kv_dtype' has no GPU kernel yet: got fp8_e4m3, expected bf16 or fp16 "
+                                 "(reference_dense_decode supports fp8 on the CPU)");
   }
 
-  const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
-  ItemLengths lengths = plan.lengths;
-  lengths.lengths = params.seqlens;
-  OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
-  OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
-                                                        views.partial_lse, stream));
-  if (plan.num_slots == 0) return Status::ok();  // nothing can be split: no combine launch
-
-  CombineParams combine = combine_params_for(plan, views, shape.batch, shape.s_q, shape.h_q, shape.out_dtype);
-  combine.out = params.out;
-  combine.out_stride_b = params.out_stride_b;
-  combine.out_stride_s = params.out_stride_s;
-  combine.out_stride_h = params.out_stride_h;
-  combine.lse = params.lse;
-  combine.lse_stride_b = params.lse_stride_b;
-  combine.lse_stride_h = params.lse_stride_h;
-  return kernels::combine::launch(combine, plan.rows_per_item, stream);
+  return run_split_kv(
+      params, plan, workspace, params.seqlens, shape.out_dtype, /*attn_sink=*/nullptr,
+      [&](const kernels::DecodeWorkspace& views) {
+        return kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
+                                             views.partial_lse, stream);
+      },
+      stream);
 }
 
 Status combine_run(const CombineParams& params, cudaStream_t stream) {
@@ -115,25 +125,15 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
       check_plan_matches(kEntry, plan, shape.batch * shape.s_q, shape.h_q, q_groups, shape.topk));
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
 
-  const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
-  ItemLengths lengths = plan.lengths;
-  lengths.lengths = params.topk_length;  // per request; null: every item has topk positions
-  OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
-  OPENMLA_RETURN_IF_ERROR(kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts, views.partial_o,
-                                                             views.partial_lse, stream));
-  if (plan.num_slots == 0) return Status::ok();  // nothing can be split: no combine launch
-
-  // Split items: the combine merges the pieces and applies the attention sink.
-  CombineParams combine = combine_params_for(plan, views, shape.batch, shape.s_q, shape.h_q, DType::kBF16);
-  combine.attn_sink = params.attn_sink;
-  combine.out = params.out;
-  combine.out_stride_b = params.out_stride_b;
-  combine.out_stride_s = params.out_stride_s;
-  combine.out_stride_h = params.out_stride_h;
-  combine.lse = params.lse;
-  combine.lse_stride_b = params.lse_stride_b;
-  combine.lse_stride_h = params.lse_stride_h;
-  return kernels::combine::launch(combine, plan.rows_per_item, stream);
+  // topk_length is per request (null: every item has topk positions); split
+  // items get the attention sink from the combine.
+  return run_split_kv(
+      params, plan, workspace, params.topk_length, DType::kBF16, params.attn_sink,
+      [&](const kernels::DecodeWorkspace& views) {
+        return kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts, views.partial_o,
+                                                  views.partial_lse, stream);
+      },
+      stream);
 }
 
 Status sparse_prefill_run(const SparsePrefillParams& params, cudaStream_t) {

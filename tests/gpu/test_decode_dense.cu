@@ -29,45 +29,20 @@
 #include "openmla/openmla.h"
 #include "openmla/plan.h"
 #include "openmla/reference.h"
+#include "test_util/device_buffer.h"
 #include "test_util/mla_inputs.h"
 
 namespace openmla {
 namespace {
 
+using test::device_info;
+using test::DeviceBuffer;
+using test::upload;
+
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
 
 constexpr double kOutTolerance = 1e-2;  // rel-L2 per row
 constexpr double kLseTolerance = 1e-3;  // absolute, natural log
-
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t count = 0;
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) { allocate(n); }
-  void allocate(size_t n) {
-    count = n;
-    if (n > 0 && cudaMalloc(&ptr, n * sizeof(T)) != cudaSuccess) ptr = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-template <class T, class Alloc>
-void upload(DeviceBuffer<T>& dst, const std::vector<T, Alloc>& src) {
-  dst.allocate(src.size());
-  ASSERT_NE(dst.ptr, nullptr);
-  ASSERT_CUDA(cudaMemcpy(dst.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-
-DeviceInfo device_info() {
-  DeviceInfo info;
-  int device = 0;
-  cudaGetDevice(&device);
-  (void)query_device_info(device, &info);
-  return info;
-}
 
 struct Case {
   std::string name;

@@ -10,6 +10,7 @@
 
 #include "openmla/openmla.h"
 #include "openmla/reference.h"
+#include "test_util/device_buffer.h"
 #include "test_util/mla_inputs.h"
 
 namespace openmla {
@@ -17,20 +18,14 @@ namespace {
 
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-// Owns a device copy of a host buffer.
-struct DeviceCopy {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  template <class Vec>
-  explicit DeviceCopy(const Vec& host) : bytes(host.size() * sizeof(typename Vec::value_type)) {
-    if (cudaMalloc(&ptr, std::max<size_t>(bytes, 16)) == cudaSuccess && bytes > 0) {
-      cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice);
-    }
-  }
-  ~DeviceCopy() { cudaFree(ptr); }
-  DeviceCopy(const DeviceCopy&) = delete;
-  DeviceCopy& operator=(const DeviceCopy&) = delete;
-};
+using test::DeviceBuffer;
+using test::upload;
+
+// Bytes held by a device buffer.
+template <class T>
+size_t bytes_of(const DeviceBuffer<T>& buffer) {
+  return buffer.count * sizeof(T);
+}
 
 struct GraphCase {
   int batch, s_q, h_q, page_size;
@@ -57,17 +52,24 @@ TEST_P(DenseDecodeGraph, ReplayWithNewLengthsMatchesReference) {
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(inputs.shape, device, &plan, c.options).is_ok());
 
-  DeviceCopy q(inputs.q), kv(inputs.kv_cache), table(inputs.block_table), seqlens(inputs.seqlens), out(inputs.out),
-      lse(inputs.lse);
+  DeviceBuffer<uint8_t> q, kv, out;
+  DeviceBuffer<int32_t> table, seqlens;
+  DeviceBuffer<float> lse;
+  upload(q, inputs.q);
+  upload(kv, inputs.kv_cache);
+  upload(table, inputs.block_table);
+  upload(seqlens, inputs.seqlens);
+  upload(out, inputs.out);
+  upload(lse, inputs.lse);
   void* workspace = nullptr;
   ASSERT_CUDA(cudaMalloc(&workspace, std::max<size_t>(plan.workspace.total_bytes, 256)));
   DenseDecodeParams device_params = inputs.params();
   device_params.q = q.ptr;
   device_params.kv_cache = kv.ptr;
-  device_params.block_table = static_cast<const int32_t*>(table.ptr);
-  device_params.seqlens = static_cast<const int32_t*>(seqlens.ptr);
+  device_params.block_table = table.ptr;
+  device_params.seqlens = seqlens.ptr;
   device_params.out = out.ptr;
-  device_params.lse = static_cast<float*>(lse.ptr);
+  device_params.lse = lse.ptr;
 
   cudaStream_t stream;
   ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -87,13 +89,13 @@ TEST_P(DenseDecodeGraph, ReplayWithNewLengthsMatchesReference) {
       inputs.seqlens[size_t(b)] = replay == 0 ? full : (replay == 2 && b >= c.batch / 2) ? 0 : rng.uniform_int(0, full);
     }
     inputs.poison_outputs();
-    ASSERT_CUDA(cudaMemcpyAsync(out.ptr, inputs.out.data(), out.bytes, cudaMemcpyHostToDevice, stream));
-    ASSERT_CUDA(cudaMemcpyAsync(lse.ptr, inputs.lse.data(), lse.bytes, cudaMemcpyHostToDevice, stream));
-    ASSERT_CUDA(cudaMemcpyAsync(seqlens.ptr, inputs.seqlens.data(), seqlens.bytes, cudaMemcpyHostToDevice, stream));
+    ASSERT_CUDA(cudaMemcpyAsync(out.ptr, inputs.out.data(), bytes_of(out), cudaMemcpyHostToDevice, stream));
+    ASSERT_CUDA(cudaMemcpyAsync(lse.ptr, inputs.lse.data(), bytes_of(lse), cudaMemcpyHostToDevice, stream));
+    ASSERT_CUDA(cudaMemcpyAsync(seqlens.ptr, inputs.seqlens.data(), bytes_of(seqlens), cudaMemcpyHostToDevice, stream));
     ASSERT_CUDA(cudaGraphLaunch(exec, stream));
     ASSERT_CUDA(cudaStreamSynchronize(stream));
-    ASSERT_CUDA(cudaMemcpy(inputs.out.data(), out.ptr, out.bytes, cudaMemcpyDeviceToHost));
-    ASSERT_CUDA(cudaMemcpy(inputs.lse.data(), lse.ptr, lse.bytes, cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(inputs.out.data(), out.ptr, bytes_of(out), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(inputs.lse.data(), lse.ptr, bytes_of(lse), cudaMemcpyDeviceToHost));
     const std::vector<float> gpu_out = inputs.out_values(), gpu_lse = inputs.lse_values();
 
     inputs.poison_outputs();

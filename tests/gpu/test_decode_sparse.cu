@@ -32,10 +32,16 @@
 #include "openmla/openmla.h"
 #include "openmla/plan.h"
 #include "openmla/reference.h"
+#include "test_util/device_buffer.h"
 #include "test_util/mla_inputs.h"
 
 namespace openmla {
 namespace {
+
+using test::device_info;
+using test::DeviceBuffer;
+using test::download;
+using test::upload;
 
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
 #define ASSERT_OK(call)                                  \
@@ -47,42 +53,6 @@ namespace {
 constexpr double kOutTolerance = 1e-2;  // rel-L2 per (b, s, h) row
 constexpr double kLseTolerance = 1e-3;  // absolute, natural log
 constexpr size_t kBigBatchWorkspaceLimit = size_t(64) << 20;
-
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t count = 0;
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) { allocate(n); }
-  void allocate(size_t n) {
-    count = n;
-    if (n > 0 && cudaMalloc(&ptr, n * sizeof(T)) != cudaSuccess) ptr = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-template <class T, class Alloc>
-void upload(DeviceBuffer<T>& dst, const std::vector<T, Alloc>& src) {
-  dst.allocate(src.size());
-  ASSERT_TRUE(src.empty() || dst.ptr != nullptr);
-  if (!src.empty()) ASSERT_CUDA(cudaMemcpy(dst.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-
-template <class T, class Alloc>
-void download(std::vector<T, Alloc>& dst, const DeviceBuffer<T>& src) {
-  ASSERT_EQ(dst.size(), src.count);
-  ASSERT_CUDA(cudaMemcpy(dst.data(), src.ptr, dst.size() * sizeof(T), cudaMemcpyDeviceToHost));
-}
-
-DeviceInfo device_info() {
-  DeviceInfo info;
-  int device = 0;
-  cudaGetDevice(&device);
-  (void)query_device_info(device, &info);
-  return info;
-}
 
 // ---------------------------------------------------------------------------
 // Comparison: per-row O, LSE classes and values.

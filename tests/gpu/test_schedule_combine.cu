@@ -15,23 +15,14 @@
 #include "kernels/common/workspace.h"
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
+#include "test_util/device_buffer.h"
 
 namespace openmla {
 namespace {
 
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t count = 0;
-  explicit DeviceBuffer(size_t n) : count(n) {
-    if (n > 0 && cudaMalloc(&ptr, n * sizeof(T)) != cudaSuccess) ptr = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
+using test::DeviceBuffer;
 
 std::vector<int32_t> random_lengths(std::mt19937_64& rng, int count, int max_length) {
   std::vector<int32_t> lengths(static_cast<size_t>(count));

@@ -1,0 +1,56 @@
+// Device-memory helpers shared by the GPU tests: an owning buffer, host <->
+// device copies that fail the current test on error, and the DeviceInfo of
+// the current device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "openmla/openmla.h"
+
+namespace openmla::test {
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) { allocate(n); }
+  void allocate(size_t n) {
+    cudaFree(ptr);
+    ptr = nullptr;
+    count = n;
+    if (n > 0 && cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+template <class T, class Alloc>
+void upload(DeviceBuffer<T>& dst, const std::vector<T, Alloc>& src) {
+  dst.allocate(src.size());
+  ASSERT_TRUE(src.empty() || dst.ptr != nullptr) << "cudaMalloc of " << src.size() * sizeof(T) << " bytes failed";
+  if (!src.empty()) {
+    ASSERT_EQ(cudaMemcpy(dst.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+}
+
+template <class T, class Alloc>
+void download(std::vector<T, Alloc>& dst, const DeviceBuffer<T>& src) {
+  ASSERT_EQ(dst.size(), src.count);
+  ASSERT_EQ(cudaMemcpy(dst.data(), src.ptr, dst.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+inline DeviceInfo device_info() {
+  DeviceInfo info;
+  int device = 0;
+  cudaGetDevice(&device);
+  (void)query_device_info(device, &info);
+  return info;
+}
+
+}  // namespace openmla::test
