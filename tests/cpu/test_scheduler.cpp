@@ -36,11 +36,14 @@ std::vector<int32_t> random_lengths(std::mt19937_64& rng, int count, int max_len
   return lengths;
 }
 
-struct RandomCase {
-  DecodePlan plan;
-  std::vector<int32_t> lengths;
-  ItemLengths item_lengths;
-};
+// Build the host schedule for these lengths and require check_plan to accept it.
+void build_checked_schedule(const DecodePlan& plan, std::vector<int32_t>& lengths, HostSchedule* schedule) {
+  ItemLengths item_lengths = plan.lengths;
+  item_lengths.lengths = lengths.data();
+  ASSERT_TRUE(build_schedule_host(plan, item_lengths, schedule).is_ok());
+  const Status checked = check_plan(plan, item_lengths, *schedule);
+  ASSERT_TRUE(checked.is_ok()) << checked.message();
+}
 
 DenseDecodeShape random_dense_shape(std::mt19937_64& rng, int max_length) {
   DenseDecodeShape shape;
@@ -202,11 +205,8 @@ TEST(SchedulerExamples, OnePartNeverSplits) {
   EXPECT_EQ(plan.num_slots, 0);
   EXPECT_EQ(plan.workspace.partial_o.bytes + plan.workspace.partial_lse.bytes, 0u);
   std::vector<int32_t> lengths = {2048, 0, 1, 65, 1000};
-  ItemLengths item_lengths = plan.lengths;
-  item_lengths.lengths = lengths.data();
   HostSchedule schedule;
-  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
-  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
   const PartWork& part = schedule.parts[0];
   EXPECT_EQ(part.flags, 0);
   EXPECT_EQ(part.begin_item, 0);
@@ -228,11 +228,8 @@ TEST(SchedulerExamples, LongRequestSplitsIntoConsecutiveSlots) {
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
   ASSERT_EQ(plan.num_parts, 8);
   std::vector<int32_t> lengths = {64 * 1000};
-  ItemLengths item_lengths = plan.lengths;
-  item_lengths.lengths = lengths.data();
   HostSchedule schedule;
-  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
-  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
   EXPECT_EQ(schedule.combine[0].item, 0);
   EXPECT_EQ(schedule.combine[0].first_slot, 0);
   EXPECT_EQ(schedule.combine[0].num_pieces, 8);
@@ -250,11 +247,8 @@ TEST(SchedulerExamples, ShortCallUsesFewParts) {
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
   std::vector<int32_t> lengths = {1024};
-  ItemLengths item_lengths = plan.lengths;
-  item_lengths.lengths = lengths.data();
   HostSchedule schedule;
-  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
-  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
   int busy = 0;
   for (const PartWork& part : schedule.parts) busy += (part.flags & kPartEmpty) ? 0 : 1;
   EXPECT_EQ(busy, (16 + kItemOverheadBlocks) / kMinPartCostBlocks);
@@ -271,11 +265,8 @@ TEST(SchedulerExamples, ForcedPartsAllTakeWork) {
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 10, .min_parts = 10}).is_ok());
   std::vector<int32_t> lengths = {1024};
-  ItemLengths item_lengths = plan.lengths;
-  item_lengths.lengths = lengths.data();
   HostSchedule schedule;
-  ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
-  ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+  ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
   int busy = 0;
   for (const PartWork& part : schedule.parts) busy += (part.flags & kPartEmpty) ? 0 : 1;
   // 21 cost units over 10 parts: cuts that fall in the 5-block overhead land on
