@@ -108,6 +108,33 @@ Status validate_dense_decode_shape(const char* entry, const DenseDecodeShape& s)
   return Status::ok();
 }
 
+namespace {
+
+// Decode families share the query and output layouts:
+//   q [batch, s_q, h_q, d_qk], out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q].
+template <class DecodeParams>
+Status check_decode_q(const char* entry, const DecodeParams& p, size_t q_bytes) {
+  const auto& s = p.shape;
+  return check_layout(entry, {"q", q_bytes, "d_qk", s.d_qk, true},
+                      {{"h_q", s.h_q, "q_stride_h", p.q_stride_h},
+                       {"s_q", s.s_q, "q_stride_s", p.q_stride_s},
+                       {"batch", s.batch, "q_stride_b", p.q_stride_b}});
+}
+
+template <class DecodeParams>
+Status check_decode_outputs(const char* entry, const DecodeParams& p, size_t out_bytes) {
+  const auto& s = p.shape;
+  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"out", out_bytes, "d_v", s.d_v, true},
+                                       {{"h_q", s.h_q, "out_stride_h", p.out_stride_h},
+                                        {"s_q", s.s_q, "out_stride_s", p.out_stride_s},
+                                        {"batch", s.batch, "out_stride_b", p.out_stride_b}}));
+  return check_layout(entry, {"lse", sizeof(float), "s_q", s.s_q, false},
+                      {{"h_q", s.h_q, "lse_stride_h", p.lse_stride_h},
+                       {"batch", s.batch, "lse_stride_b", p.lse_stride_b}});
+}
+
+}  // namespace
+
 Status validate_dense_decode(const char* entry, const DenseDecodeParams& p) {
   const DenseDecodeShape& s = p.shape;
   OPENMLA_RETURN_IF_ERROR(validate_dense_decode_shape(entry, s));
@@ -127,10 +154,7 @@ Status validate_dense_decode(const char* entry, const DenseDecodeParams& p) {
 
   // ---- strides ----
   const size_t in_bytes = dtype_size(s.q_dtype);
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"q", in_bytes, "d_qk", s.d_qk, true},
-                                       {{"h_q", s.h_q, "q_stride_h", p.q_stride_h},
-                                        {"s_q", s.s_q, "q_stride_s", p.q_stride_s},
-                                        {"batch", s.batch, "q_stride_b", p.q_stride_b}}));
+  OPENMLA_RETURN_IF_ERROR(check_decode_q(entry, p, in_bytes));
   OPENMLA_RETURN_IF_ERROR(
       check_layout(entry, {"kv_cache", in_bytes, "d_qk", s.d_qk, true},
                    {{"h_kv", s.h_kv, "kv_stride_head", p.kv_stride_head},
@@ -139,13 +163,7 @@ Status validate_dense_decode(const char* entry, const DenseDecodeParams& p) {
   OPENMLA_RETURN_IF_ERROR(check_layout(
       entry, {"block_table", sizeof(int32_t), "max_pages_per_seq", s.max_pages_per_seq, false},
       {{"batch", s.batch, "block_table_stride_b", p.block_table_stride_b}}));
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"out", dtype_size(s.out_dtype), "d_v", s.d_v, true},
-                                       {{"h_q", s.h_q, "out_stride_h", p.out_stride_h},
-                                        {"s_q", s.s_q, "out_stride_s", p.out_stride_s},
-                                        {"batch", s.batch, "out_stride_b", p.out_stride_b}}));
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"lse", sizeof(float), "s_q", s.s_q, false},
-                                       {{"h_q", s.h_q, "lse_stride_h", p.lse_stride_h},
-                                        {"batch", s.batch, "lse_stride_b", p.lse_stride_b}}));
+  OPENMLA_RETURN_IF_ERROR(check_decode_outputs(entry, p, dtype_size(s.out_dtype)));
 
   return check_softmax_scale(entry, p.softmax_scale);
 }
@@ -196,21 +214,12 @@ Status validate_sparse_decode(const char* entry, const SparseDecodeParams& p) {
 
   // ---- strides ----
   const size_t bf16_bytes = dtype_size(DType::kBF16);
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"q", bf16_bytes, "d_qk", s.d_qk, true},
-                                       {{"h_q", s.h_q, "q_stride_h", p.q_stride_h},
-                                        {"s_q", s.s_q, "q_stride_s", p.q_stride_s},
-                                        {"batch", s.batch, "q_stride_b", p.q_stride_b}}));
+  OPENMLA_RETURN_IF_ERROR(check_decode_q(entry, p, bf16_bytes));
   OPENMLA_RETURN_IF_ERROR(
       check_layout(entry, {"indices", sizeof(int32_t), "topk", s.topk, true},
                    {{"s_q", s.s_q, "indices_stride_s", p.indices_stride_s},
                     {"batch", s.batch, "indices_stride_b", p.indices_stride_b}}));
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"out", bf16_bytes, "d_v", s.d_v, true},
-                                       {{"h_q", s.h_q, "out_stride_h", p.out_stride_h},
-                                        {"s_q", s.s_q, "out_stride_s", p.out_stride_s},
-                                        {"batch", s.batch, "out_stride_b", p.out_stride_b}}));
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"lse", sizeof(float), "s_q", s.s_q, false},
-                                       {{"h_q", s.h_q, "lse_stride_h", p.lse_stride_h},
-                                        {"batch", s.batch, "lse_stride_b", p.lse_stride_b}}));
+  OPENMLA_RETURN_IF_ERROR(check_decode_outputs(entry, p, bf16_bytes));
 
   return check_softmax_scale(entry, p.softmax_scale);
 }
