@@ -94,11 +94,7 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
   OPENMLA_RETURN_IF_ERROR(check_plan_matches(kEntry, plan, shape.batch, shape.s_q * shape.h_q,
                                              shape.h_kv * m_tiles, shape.max_pages_per_seq * shape.page_size));
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
-  if (shape.kv_dtype == DType::kFP8E4M3) {
-    return Status::not_supported(std::string(kEntry) +
-                                 ": argument 'kv_dtype' has no GPU kernel yet: got fp8_e4m3, expected bf16 or fp16 "
-                                 "(reference_dense_decode supports fp8 on the CPU)");
-  }
+  OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::can_implement(shape));
 
   return run_split_kv(
       params, plan, workspace, params.seqlens, shape.out_dtype, /*attn_sink=*/nullptr,

@@ -41,14 +41,16 @@ Status unsupported(const std::string& what) {
   return Status::not_supported(std::string(kEntry) + ": " + what);
 }
 
-Status check_supported(const DenseDecodeParams& params, const DecodePlan& plan, float* partial_o,
-                       float* partial_lse) {
-  const DenseDecodeShape& shape = params.shape;
+}  // namespace
+
+Status can_implement(const DenseDecodeShape& shape) {
   const bool half_types = shape.kv_dtype == DType::kBF16 || shape.kv_dtype == DType::kFP16;
   if (!half_types || shape.q_dtype != shape.kv_dtype || shape.out_dtype != shape.kv_dtype) {
     return unsupported(std::string("argument 'kv_dtype' has no GPU kernel: got (q, kv, out) = (") +
                        dtype_name(shape.q_dtype) + ", " + dtype_name(shape.kv_dtype) + ", " +
-                       dtype_name(shape.out_dtype) + "), expected (bf16, bf16, bf16) or (fp16, fp16, fp16)");
+                       dtype_name(shape.out_dtype) +
+                       "), expected (bf16, bf16, bf16) or (fp16, fp16, fp16) (reference_dense_decode also "
+                       "takes fp8 on the CPU)");
   }
   if ((shape.d_qk != kHeadDimQK && shape.d_qk != kHeadDimLatent) || shape.d_v != kHeadDimV) {
     return unsupported("argument 'd_qk' has no GPU kernel: got (d_qk, d_v) = (" + std::to_string(shape.d_qk) +
@@ -58,6 +60,15 @@ Status check_supported(const DenseDecodeParams& params, const DecodePlan& plan, 
     return unsupported("argument 'page_size' has no GPU kernel: got " + std::to_string(shape.page_size) +
                        ", expected 8, 16, 32 or a multiple of 64 (e.g. 64, 128, 256)");
   }
+  return Status::ok();
+}
+
+namespace {
+
+Status check_supported(const DenseDecodeParams& params, const DecodePlan& plan, float* partial_o,
+                       float* partial_lse) {
+  const DenseDecodeShape& shape = params.shape;
+  OPENMLA_RETURN_IF_ERROR(can_implement(shape));
   if (shape.h_kv < 1 || shape.h_q % shape.h_kv != 0) {
     return Status::invalid_argument(std::string(kEntry) + ": h_q = " + std::to_string(shape.h_q) +
                                     " must be a positive multiple of h_kv = " + std::to_string(shape.h_kv));

@@ -11,6 +11,10 @@
 
 namespace openmla::kernels::decode_dense {
 
+// What this kernel runs (dtypes, head dims, page sizes); checked before any
+// launch so an unsupported call leaves the stream and workspace untouched.
+Status can_implement(const DenseDecodeShape& shape);
+
 // Launch the attention kernel: grid (plan.num_q_groups, plan.num_parts).
 //   parts:       [plan.num_parts] device schedule, already filled on `stream`
 //   partial_o:   [plan.num_slots, plan.rows_per_item, 512] fp32 (null when num_slots == 0)

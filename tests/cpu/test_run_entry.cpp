@@ -1,0 +1,45 @@
+// run() entries refuse what no GPU kernel implements before touching the GPU,
+// so these checks run on machines without one (CI).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "openmla/openmla.h"
+#include "test_util/mla_inputs.h"
+
+namespace openmla {
+namespace {
+
+// Host buffers stand in for device ones: the call must stop before any CUDA work.
+Status run_on_host(const test::DenseDecodeConfig& config) {
+  test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(config, 3);
+  DecodePlan plan;
+  const Status planned = plan_dense_decode(inputs.shape, DeviceInfo{}, &plan);
+  if (!planned) return planned;
+  void* workspace = std::aligned_alloc(kWorkspaceAlignment, plan.workspace.total_bytes);
+  const Status status = dense_decode_run(inputs.params(), plan, workspace, plan.workspace.total_bytes, nullptr);
+  std::free(workspace);
+  return status;
+}
+
+TEST(DenseDecodeRunEntry, UnsupportedPageSizeIsRefusedBeforeAnyLaunch) {
+  test::DenseDecodeConfig config;
+  config.page_size = 1;  // SGLang's layout: valid, but no GPU kernel yet
+  const Status status = run_on_host(config);
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
+  EXPECT_NE(status.message().find("dense_decode_run: argument 'page_size' has no GPU kernel: got 1"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST(DenseDecodeRunEntry, Fp8IsRefusedBeforeAnyLaunch) {
+  test::DenseDecodeConfig config;
+  config.dtype = DType::kFP8E4M3;
+  const Status status = run_on_host(config);
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
+  EXPECT_NE(status.message().find("argument 'kv_dtype' has no GPU kernel"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace openmla
