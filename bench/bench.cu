@@ -1,7 +1,7 @@
 // openmla_bench: times the decode kernels with CUDA events (L2 flushed before
 // every timed run, median of --iters >= 20) and reports each case against the
 // copy bandwidth and bf16 GEMM rate measured in the same process.
-//   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING]
+//   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--no-flush]
 // Cases are listed in dense_cases() and sparse_cases() below; "graph" cases time CUDA-graph replays
 // of a whole decode call (schedule + attention + combine), so host launch
 // overhead is excluded.
@@ -20,6 +20,9 @@
 #include "openmla/openmla.h"
 
 namespace {
+
+// Planner options for every case (--min-part-cost tunes how finely small calls split).
+openmla::PlanOptions g_plan_options;
 
 #define BENCH_CUDA(call)                                                                       \
   do {                                                                                         \
@@ -85,6 +88,7 @@ struct Timer {
   cudaEvent_t start, stop;
   void* flush = nullptr;
   size_t flush_bytes = size_t(256) << 20;  // > 4x the 60 MB L2
+  bool flush_l2 = true;                     // --no-flush: warm-cache timing (diagnosis only)
   Timer() {
     BENCH_CUDA(cudaEventCreate(&start));
     BENCH_CUDA(cudaEventCreate(&stop));
@@ -97,7 +101,7 @@ struct Timer {
     BENCH_CUDA(cudaDeviceSynchronize());
     std::vector<double> times;
     for (int i = 0; i < iters; ++i) {
-      BENCH_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+      if (flush_l2) BENCH_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
       BENCH_CUDA(cudaEventRecord(start));
       fn();
       BENCH_CUDA(cudaEventRecord(stop));
@@ -207,7 +211,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   shape.num_pages = num_pages;
   shape.max_pages_per_seq = max_pages;
   DecodePlan plan;
-  check(plan_dense_decode(shape, device, &plan), "plan_dense_decode");
+  check(plan_dense_decode(shape, device, &plan, g_plan_options), "plan_dense_decode");
 
   const size_t q_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimQK;      // [b, s_q, h_q, 576]
   const size_t kv_elems = size_t(num_pages) * c.page_size * kHeadDimQK;     // [pages, page, 1, 576]
@@ -329,7 +333,7 @@ Result run_sparse_case(const SparseCase& c, const openmla::DeviceInfo& device, T
   shape.page_size = kPage;
   shape.num_pages = num_pages;
   DecodePlan plan;
-  check(plan_sparse_decode(shape, device, &plan), "plan_sparse_decode");
+  check(plan_sparse_decode(shape, device, &plan, g_plan_options), "plan_sparse_decode");
 
   const size_t q_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimQK;    // [b, s_q, h_q, 576]
   const size_t out_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimV;   // [b, s_q, h_q, 512]
@@ -383,19 +387,27 @@ Result run_sparse_case(const SparseCase& c, const openmla::DeviceInfo& device, T
 
 int main(int argc, char** argv) {
   std::string json_path, filter;
+  bool flush_l2 = true;
   int iters = 30;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (arg == "--iters" && i + 1 < argc) iters = std::max(20, std::atoi(argv[++i]));
     else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
-    else { std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING]\n", argv[0]); return 2; }
+    else if (arg == "--min-part-cost" && i + 1 < argc) g_plan_options.min_part_cost = std::atoi(argv[++i]);
+    else if (arg == "--no-flush") flush_l2 = false;
+    else {
+      std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--no-flush]\n",
+                   argv[0]);
+      return 2;
+    }
   }
   openmla::DeviceInfo device;
   check(openmla::query_device_info(0, &device), "query_device_info");
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   Timer timer;
+  timer.flush_l2 = flush_l2;
   const double copy_gbps = measure_copy_gbps(timer, iters);
   const double gemm_tflops = measure_gemm_tflops(timer, iters);
   std::printf("device: %s, %d SMs; ceilings this run: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name,

@@ -72,6 +72,7 @@ struct DecodePlan {
 struct PlanOptions {
   int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
   int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
+  int min_part_cost = 0;  // 0: automatic; least work (blocks) per active part (tuning / benchmarks)
 };
 
 // Bytes of split accumulators for a plan: the bound, as a formula.

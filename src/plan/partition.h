@@ -1,5 +1,5 @@
-// The split-KV partition core, shared by the host planner (one lane) and the
-// one-warp device schedule kernel (32 lanes). Everything here is
+// The split-KV partition core, shared by the host planner (one thread) and the
+// one-block device schedule kernel. Everything here is
 // __host__ __device__ and deterministic integer arithmetic, so the host and
 // device produce bit-identical schedules from the same lengths.
 //
@@ -48,9 +48,11 @@ OPENMLA_HOST_DEVICE int64_t item_cost(int32_t length) {
   return int64_t(item_num_blocks(length)) + kItemOverheadBlocks;
 }
 
-OPENMLA_HOST_DEVICE void lanes_sync() {
+// Barrier between the phases of build_schedule: every thread of the block
+// (one host thread: nothing to do).
+OPENMLA_HOST_DEVICE void threads_sync() {
 #if defined(__CUDA_ARCH__)
-  __syncwarp();  // also orders the lanes' global-memory writes
+  __syncthreads();  // also orders the threads' shared/global-memory writes
 #endif
 }
 
@@ -84,8 +86,9 @@ OPENMLA_HOST_DEVICE void lanes_exclusive_scan(int n, const ValueAt& value_at, T*
   for (int i = begin; i < end; ++i) local += value_at(i);
   T running = lanes_exclusive_sum(local, lane);
   for (int i = begin; i < end; ++i) {
+    const T value = value_at(i);  // read first: the scan may run in place
     out[i] = running;
-    running += value_at(i);
+    running += value;
   }
   if (lane == num_lanes - 1) out[n] = running;
 }
@@ -145,10 +148,9 @@ OPENMLA_HOST_DEVICE PartRange describe_part(const Bound* bounds, const ItemLengt
   return range;
 }
 
-struct PartPiecesAt {
-  const Bound* bounds;
-  ItemLengths lengths;
-  OPENMLA_HOST_DEVICE int32_t operator()(int p) const { return describe_part(bounds, lengths, p).pieces; }
+struct ReadAt {
+  const int32_t* values;
+  OPENMLA_HOST_DEVICE int32_t operator()(int i) const { return values[i]; }
 };
 
 // Where the schedule lives (device or host memory).
@@ -170,31 +172,39 @@ OPENMLA_HOST_DEVICE int32_t part_containing(const Bound* bounds, int32_t num_par
   return lo;
 }
 
-// Build the whole schedule. Lanes [0, num_lanes) of one warp (or one host
-// thread with num_lanes = 1) call this together.
+// Build the whole schedule. Threads [0, num_threads) of one block (or one
+// host thread with num_threads = 1) call this together; the two scans run on
+// the first warp, the per-part phases on every thread (one part each when
+// num_threads > num_parts, which keeps the dependent chain short).
 OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost,
-                                        const ItemLengths& lengths, const ScheduleBuffers& out, int lane,
-                                        int num_lanes) {
+                                        const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                        int num_threads) {
+  const int scan_lanes = num_threads < 32 ? num_threads : 32;
+  const bool scans = thread < scan_lanes;
+
   // 1. cost prefix over items
-  lanes_exclusive_scan<int64_t>(num_items, ItemCostAt{lengths}, out.item_prefix, lane, num_lanes);
-  lanes_sync();
+  if (scans) lanes_exclusive_scan<int64_t>(num_items, ItemCostAt{lengths}, out.item_prefix, thread, scan_lanes);
+  threads_sync();
 
   // 2. part bounds; parts past the active count start (and end) at the end
   const int64_t total = out.item_prefix[num_items];
   const int32_t active = active_parts(total, num_parts, min_part_cost);
-  for (int32_t p = lane; p <= num_parts; p += num_lanes) {
+  for (int32_t p = thread; p <= num_parts; p += num_threads) {
     const int64_t position = p >= active ? total : total * p / active;
     out.part_bounds[p] = bound_at(out.item_prefix, num_items, position);
   }
-  lanes_sync();
+  threads_sync();
 
-  // 3-4. pieces per part and their slot prefix
-  lanes_exclusive_scan<int32_t>(num_parts, PartPiecesAt{out.part_bounds, lengths}, out.part_slots, lane,
-                                num_lanes);
-  lanes_sync();
+  // 3. partial pieces per part, then 4. their exclusive prefix (in place)
+  for (int32_t p = thread; p < num_parts; p += num_threads) {
+    out.part_slots[p] = describe_part(out.part_bounds, lengths, p).pieces;
+  }
+  threads_sync();
+  if (scans) lanes_exclusive_scan<int32_t>(num_parts, ReadAt{out.part_slots}, out.part_slots, thread, scan_lanes);
+  threads_sync();
 
   // 5. records
-  for (int32_t p = lane; p < num_parts; p += num_lanes) {
+  for (int32_t p = thread; p < num_parts; p += num_threads) {
     const PartRange range = describe_part(out.part_bounds, lengths, p);
     PartWork work{};
     CombineEntry entry{-1, -1, 0, 0};

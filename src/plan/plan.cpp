@@ -52,12 +52,18 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
   plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
   // Forcing parts (tests of the split path) also lets every part take work.
-  plan->min_part_cost = options.min_parts > 0 ? 1 : kMinPartCostBlocks;
+  plan->min_part_cost = options.min_part_cost > 0 ? options.min_part_cost
+                        : options.min_parts > 0  ? 1
+                                                 : kMinPartCostBlocks;
   plan->workspace = layout_workspace(plan->num_items, plan->num_parts, plan->num_slots,
                                      plan->rows_per_item, plan->d_v);
 }
 
 Status validate_options(const char* entry, const PlanOptions& options) {
+  if (options.min_part_cost < 0) {
+    return Status::invalid_argument(std::string(entry) + ": argument 'options.min_part_cost' must be >= 0: got " +
+                                    std::to_string(options.min_part_cost) + " (0 = automatic)");
+  }
   if (options.max_parts < 0 || options.min_parts < 0 || options.min_parts > kMaxParts ||
       (options.max_parts > 0 && options.min_parts > options.max_parts)) {
     return Status::invalid_argument(std::string(entry) +

@@ -1,27 +1,36 @@
 // Split-KV combine kernel.
-//   grid  (num_entries, ceil(rows_per_item / kRowsPerCta)); entries that are not
-//         split (num_pieces < 2) exit at once.
-//   block kRowsPerCta warps; one warp merges one query row: each lane owns
-//         16 of the 512 output columns (4 x float4).
+//   grid  (num_entries, row groups); entries that are not split
+//         (num_pieces < 2) exit at once; a CTA walks row groups blockIdx.y,
+//         blockIdx.y + gridDim.y, ...
+//   block 128 threads = 4 / kWarpsPerRow rows; the 32 * kWarpsPerRow threads
+//         of a row own 512 / (32 * kWarpsPerRow) output columns each.
+// Latency bounds this kernel for small calls, so the O loads of several
+// pieces are issued together with the LSE loads. Items with few rows use four
+// warps per row (16 pieces in flight per thread); items with many rows use a
+// warp per row, which keeps the grid to one wave.
 // Pieces are merged in slot (= KV) order, so the result does not depend on timing.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 
 #include "kernels/common/combine/launch.h"
+#include "kernels/common/dependent_launch.cuh"
 #include "openmla/schedule.h"
 
 namespace openmla::kernels::combine {
 namespace {
 
-constexpr int kRowsPerCta = 4;
 constexpr int kWarpSize = 32;
 constexpr int kHeadDim = 512;
-constexpr int kVecPerLane = kHeadDim / (kWarpSize * 4);  // float4 per lane
+constexpr int kThreads = 128;
+constexpr int kFloat4InFlight = 16;  // partial-O float4 loads per thread before any is summed
+constexpr int kMaxGridY = 65535;
+constexpr int kFewRows = 32;         // rows per item up to which a row gets four warps
 
 template <class Out>
 __device__ __forceinline__ void store4(Out* dst, float4 v) {
@@ -36,91 +45,120 @@ __device__ __forceinline__ void store4(Out* dst, float4 v) {
   }
 }
 
-template <class Out>
-__global__ void __launch_bounds__(kRowsPerCta * kWarpSize)
-    combine_kernel(CombineParams params, int rows_per_item) {
+template <class Out, int kWarpsPerRow>
+__global__ void __launch_bounds__(kThreads) combine_kernel(CombineParams params, int rows_per_item) {
+  constexpr int kRowThreads = kWarpsPerRow * kWarpSize;
+  constexpr int kRowsPerCta = kThreads / kRowThreads;
+  constexpr int kVecs = kHeadDim / 4 / kRowThreads;             // float4 per piece per thread: 1 or 4
+  constexpr int kPiecesInFlight = kFloat4InFlight / kVecs;      // 16 or 4
+  common::wait_for_previous_grid();  // the partials come from the attention grid
   const CombineEntry entry = params.entries[blockIdx.x];
   if (entry.num_pieces < 2) return;
-  const int warp = int(threadIdx.x) / kWarpSize, lane = int(threadIdx.x) % kWarpSize;
-  const int row = int(blockIdx.y) * kRowsPerCta + warp;  // (token, head) row of the item
-  if (row >= rows_per_item) return;
+  const int lane = int(threadIdx.x) % kWarpSize;
+  const int row_thread = int(threadIdx.x) % kRowThreads;
+  const int num_pieces = entry.num_pieces;
 
-  // ---- row weights: LSE = log sum exp(lse_i); pieces that saw no key have -inf
-  float max_lse = -INFINITY;
-  for (int k = lane; k < entry.num_pieces; k += kWarpSize) {
-    max_lse = fmaxf(max_lse, params.partial_lse[size_t(entry.first_slot + k) * rows_per_item + row]);
-  }
-  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
-    max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
-  }
-  float sum = 0.f;
-  if (max_lse != -INFINITY) {
-    for (int k = lane; k < entry.num_pieces; k += kWarpSize) {
-      sum += __expf(params.partial_lse[size_t(entry.first_slot + k) * rows_per_item + row] - max_lse);
+  for (int row0 = int(blockIdx.y) * kRowsPerCta; row0 < rows_per_item; row0 += int(gridDim.y) * kRowsPerCta) {
+    const int row = row0 + int(threadIdx.x) / kRowThreads;
+    if (row >= rows_per_item) break;  // uniform per warp
+    // partial_lse[slot, row] and this thread's float4 v of partial_o[slot, row, :] for piece k
+    auto lse_of = [&](int k) { return params.partial_lse + size_t(entry.first_slot + k) * rows_per_item + row; };
+    auto o_of = [&](int k, int v) {
+      return reinterpret_cast<const float4*>(params.partial_o +
+                                             (size_t(entry.first_slot + k) * rows_per_item + row) * kHeadDim) +
+             v * kRowThreads + row_thread;
+    };
+
+    // ---- first pieces' O, in flight while the LSE is reduced
+    float4 x[kPiecesInFlight][kVecs];
+#pragma unroll
+    for (int j = 0; j < kPiecesInFlight; ++j) {
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) x[j][v] = j < num_pieces ? __ldg(o_of(j, v)) : float4{};
     }
-  }
-  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  }
-  const bool empty = max_lse == -INFINITY;
-  const float lse = empty ? INFINITY : max_lse + logf(sum);
 
-  // ---- weighted sum of the partial rows, in slot order
-  float4 acc[kVecPerLane];
+    // ---- row LSE = log sum exp(lse_k); pieces that saw no key have -inf (each warp computes it)
+    float max_lse = -INFINITY;
+    for (int k = lane; k < num_pieces; k += kWarpSize) max_lse = fmaxf(max_lse, __ldg(lse_of(k)));
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+      max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
+    }
+    const bool empty = max_lse == -INFINITY;
+    float sum = 0.f;
+    if (!empty) {
+      for (int k = lane; k < num_pieces; k += kWarpSize) sum += __expf(__ldg(lse_of(k)) - max_lse);
+    }
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float lse = empty ? INFINITY : max_lse + logf(sum);
+
+    // ---- weighted sum in slot order; weight of piece k = exp(lse_k - lse)
+    float4 acc[kVecs];
 #pragma unroll
-  for (int v = 0; v < kVecPerLane; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (!empty) {
-    for (int k = 0; k < entry.num_pieces; ++k) {
-      const size_t slot_row = size_t(entry.first_slot + k) * rows_per_item + row;
-      const float weight = __expf(params.partial_lse[slot_row] - lse);
-      const float4* src = reinterpret_cast<const float4*>(params.partial_o + slot_row * kHeadDim);
+    for (int v = 0; v < kVecs; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (!empty) {
+      for (int k0 = 0; k0 < num_pieces; k0 += kPiecesInFlight) {
+        if (k0 > 0) {
 #pragma unroll
-      for (int v = 0; v < kVecPerLane; ++v) {
-        const float4 x = src[v * kWarpSize + lane];
-        acc[v].x += weight * x.x;
-        acc[v].y += weight * x.y;
-        acc[v].z += weight * x.z;
-        acc[v].w += weight * x.w;
+          for (int j = 0; j < kPiecesInFlight; ++j) {
+#pragma unroll
+            for (int v = 0; v < kVecs; ++v) x[j][v] = k0 + j < num_pieces ? __ldg(o_of(k0 + j, v)) : float4{};
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kPiecesInFlight; ++j) {
+          const float weight = k0 + j < num_pieces ? __expf(__ldg(lse_of(k0 + j)) - lse) : 0.f;
+#pragma unroll
+          for (int v = 0; v < kVecs; ++v) {
+            acc[v].x += weight * x[j][v].x;
+            acc[v].y += weight * x[j][v].y;
+            acc[v].z += weight * x[j][v].z;
+            acc[v].w += weight * x[j][v].w;
+          }
+        }
       }
     }
-  }
 
-  // ---- attention sink scales O only: O *= 1 / (1 + exp(sink - LSE))
-  const int head = row % params.h_q;
-  if (params.attn_sink != nullptr && !empty) {
-    const float sink_scale = 1.f / (1.f + __expf(params.attn_sink[head] - lse));
+    // ---- attention sink scales O only: O *= 1 / (1 + exp(sink - LSE))
+    const int head = row % params.h_q;
+    if (params.attn_sink != nullptr && !empty) {
+      const float sink_scale = 1.f / (1.f + __expf(params.attn_sink[head] - lse));
 #pragma unroll
-    for (int v = 0; v < kVecPerLane; ++v) {
-      acc[v].x *= sink_scale; acc[v].y *= sink_scale; acc[v].z *= sink_scale; acc[v].w *= sink_scale;
+      for (int v = 0; v < kVecs; ++v) {
+        acc[v].x *= sink_scale; acc[v].y *= sink_scale; acc[v].z *= sink_scale; acc[v].w *= sink_scale;
+      }
     }
-  }
 
-  // ---- write the final row
-  const int items_per_request = params.s_q / params.q_tokens_per_item;
-  const int batch = entry.item / items_per_request;
-  const int token = (entry.item % items_per_request) * params.q_tokens_per_item + row / params.h_q;
-  Out* out = static_cast<Out*>(params.out) + batch * params.out_stride_b + token * params.out_stride_s +
-             head * params.out_stride_h;
+    // ---- write the final row
+    const int items_per_request = params.s_q / params.q_tokens_per_item;
+    const int batch = entry.item / items_per_request;
+    const int token = (entry.item % items_per_request) * params.q_tokens_per_item + row / params.h_q;
+    Out* out = static_cast<Out*>(params.out) + batch * params.out_stride_b + token * params.out_stride_s +
+               head * params.out_stride_h;  // [512] row of out
 #pragma unroll
-  for (int v = 0; v < kVecPerLane; ++v) store4(out + (v * kWarpSize + lane) * 4, acc[v]);
-  if (lane == 0) params.lse[batch * params.lse_stride_b + head * params.lse_stride_h + token] = lse;
+    for (int v = 0; v < kVecs; ++v) store4(out + (v * kRowThreads + row_thread) * 4, acc[v]);
+    if (row_thread == 0) params.lse[batch * params.lse_stride_b + head * params.lse_stride_h + token] = lse;
+  }
+}
+
+template <class Out>
+Status launch_for(const CombineParams& params, int rows_per_item, cudaStream_t stream) {
+  const dim3 block(kThreads);
+  if (rows_per_item <= kFewRows) {
+    const dim3 grid(unsigned(params.num_entries), unsigned(rows_per_item));
+    return common::launch_dependent("combine", &combine_kernel<Out, 4>, grid, block, 0, stream, params,
+                                    rows_per_item);
+  }
+  constexpr int kRowsPerCta = kThreads / kWarpSize;
+  const dim3 grid(unsigned(params.num_entries),
+                  unsigned(std::min((rows_per_item + kRowsPerCta - 1) / kRowsPerCta, kMaxGridY)));
+  return common::launch_dependent("combine", &combine_kernel<Out, 1>, grid, block, 0, stream, params, rows_per_item);
 }
 
 }  // namespace
 
 Status launch(const CombineParams& params, int rows_per_item, cudaStream_t stream) {
-  const dim3 grid(unsigned(params.num_entries), unsigned((rows_per_item + kRowsPerCta - 1) / kRowsPerCta));
-  const dim3 block(kRowsPerCta * kWarpSize);
-  if (params.out_dtype == DType::kFP16) {
-    combine_kernel<__half><<<grid, block, 0, stream>>>(params, rows_per_item);
-  } else {
-    combine_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(params, rows_per_item);
-  }
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string("combine kernel launch failed: ") + cudaGetErrorString(error));
-  }
-  return Status::ok();
+  return params.out_dtype == DType::kFP16 ? launch_for<__half>(params, rows_per_item, stream)
+                                          : launch_for<__nv_bfloat16>(params, rows_per_item, stream);
 }
 
 }  // namespace openmla::kernels::combine

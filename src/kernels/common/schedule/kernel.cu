@@ -1,5 +1,6 @@
-// One warp runs the same partition code as the host planner (plan/partition.h),
-// writing PartWork / CombineEntry records into the workspace.
+// One block runs the same partition code as the host planner (plan/partition.h),
+// writing PartWork / CombineEntry records into the workspace. The block has a
+// thread per part (up to 1024), so each per-part phase is one step deep.
 //
 // NOTE: the partition walks its scratch arrays with chains of dependent reads
 // (scans, binary searches). From global memory, after an L2 flush, each link
@@ -8,6 +9,7 @@
 // items), and in the workspace otherwise.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/common/schedule/launch.h"
@@ -16,7 +18,7 @@
 namespace openmla::kernels::schedule {
 namespace {
 
-constexpr int kLanes = 32;
+constexpr int kMaxThreads = 1024;
 constexpr size_t kMaxSharedBytes = 200 * 1024;
 
 // Shared-memory carve-up of the scheduler's scratch, all 16-byte aligned.
@@ -36,11 +38,15 @@ __host__ __device__ inline SharedLayout shared_layout(int32_t num_items, int32_t
   return layout;
 }
 
-__global__ void __launch_bounds__(kLanes, 1)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemLengths lengths,
                           plan_detail::ScheduleBuffers buffers, int32_t num_lengths, bool in_shared) {
   extern __shared__ __align__(16) uint8_t shared[];
-  const int lane = int(threadIdx.x);
+  const int thread = int(threadIdx.x);
+  const int num_threads = int(blockDim.x);
+  // The attention kernel is launched as this grid's programmatic dependent:
+  // let it start its prologue now (it waits for this grid's writes).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (in_shared) {
     const SharedLayout layout = shared_layout(num_items, num_parts, num_lengths);
     buffers.item_prefix = reinterpret_cast<int64_t*>(shared + layout.prefix);
@@ -48,12 +54,12 @@ __global__ void __launch_bounds__(kLanes, 1)
     buffers.part_slots = reinterpret_cast<int32_t*>(shared + layout.slots);
     if (lengths.lengths != nullptr) {  // one coalesced pass over the lengths
       int32_t* shared_lengths = reinterpret_cast<int32_t*>(shared + layout.lengths);
-      for (int32_t i = lane; i < num_lengths; i += kLanes) shared_lengths[i] = lengths.lengths[i];
+      for (int32_t i = thread; i < num_lengths; i += num_threads) shared_lengths[i] = lengths.lengths[i];
       lengths.lengths = shared_lengths;
-      __syncwarp();
+      __syncthreads();
     }
   }
-  plan_detail::build_schedule(num_items, num_parts, min_part_cost, lengths, buffers, lane, kLanes);
+  plan_detail::build_schedule(num_items, num_parts, min_part_cost, lengths, buffers, thread, num_threads);
 }
 
 }  // namespace
@@ -70,7 +76,8 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
     return Status::cuda_error(std::string("schedule kernel: raising its shared memory failed: ") +
                               cudaGetErrorString(attribute_error));
   }
-  build_schedule_kernel<<<1, kLanes, in_shared ? layout.total : 0, stream>>>(
+  const int threads = std::min(kMaxThreads, (plan.num_parts + 1 + 31) / 32 * 32);
+  build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
       plan.num_items, plan.num_parts, plan.min_part_cost, lengths, workspace.schedule, num_lengths, in_shared);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) {

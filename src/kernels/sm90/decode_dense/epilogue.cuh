@@ -5,7 +5,8 @@
 //   split piece:  partial_o[slot, s * h_q + head, :] fp32, partial_lse[slot, row]
 //                 (natural log; -inf and O = 0 for an empty piece)
 // Stores go straight from the accumulator fragment: each thread holds pairs
-// of adjacent columns, written as one 4-byte (bf16/fp16) or 8-byte (fp32) store.
+// of adjacent columns, written as one 4-byte (bf16/fp16) or 8-byte (fp32) store
+// at a fixed offset from the row's pointer.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -42,37 +43,46 @@ template <class Traits>
 struct Epilogue {
   using Element = typename Traits::Element;
 
-  // tOrO: (MMA, 1, 1) fp32 accumulator of columns [col_offset, col_offset + 256);
-  // tOcO: the same partition of an identity tensor (row, col) of the 64 x 256 half.
-  template <class TensorO, class TensorC>
+  // tOrO_rc: (2 rows, 128 cols) row/column view of the fp32 accumulator of
+  // O columns [col_offset, col_offset + 256). Column j of a thread's row is
+  // col_offset + 2 * (lane % 4) + (j % 2) + 8 * (j / 2) (sm90 64xN fragment).
+  // NOTE: each row's destination pointer is formed once and every store uses
+  // a compile-time offset from it. Per-element address arithmetic made this
+  // epilogue ~3000 straight-line instructions per warp, which cost ~30 us
+  // per call in instruction fetch when a part had only one block to do.
+  template <class TensorORowCol>
   static __device__ __forceinline__ void store_o(const KernelParams& params, int item, const ItemBlocks& blocks,
-                                                 const TensorO& tOrO, const TensorC& tOcO,
-                                                 const QueryRow (&rows)[2], const float (&norm)[2],
-                                                 int col_offset) {
+                                                 const TensorORowCol& tOrO_rc, const QueryRow (&rows)[2],
+                                                 const float (&norm)[2], int col_offset, int lane) {
     using namespace cute;
-    static_assert(decltype(size(tOrO))::value % 2 == 0);
+    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 128
+    static_assert(kCols % 2 == 0);
+    const int thread_col = col_offset + 2 * (lane % 4);
+    if (blocks.partial) {
 #pragma unroll
-    for (int v = 0; v < size(tOrO); v += 2) {
-      const int tile_row = int(get<0>(tOcO(v)));
-      const int col = col_offset + int(get<1>(tOcO(v)));
-      // NOTE: the sm90 accumulator layout puts values v, v + 1 (v even) in
-      // adjacent columns of one row, and rows tile_row of rows[0] / rows[1]
-      // differ by 8; pick the matching QueryRow.
-      const int i = tile_row == rows[0].tile_row ? 0 : 1;
-      const QueryRow& row = rows[i];
-      if (!row.real) continue;
-      const float o0 = tOrO(v) * norm[i];
-      const float o1 = tOrO(v + 1) * norm[i];
-      if (blocks.partial) {
-        const int64_t r = int64_t(blocks.slot) * (params.s_q * params.h_q) + row.s * params.h_q + row.head;
-        *reinterpret_cast<float2*>(params.partial_o + r * HEAD_DIM_V + col) = make_float2(o0, o1);
-      } else {
+      for (int i = 0; i < 2; ++i) {
+        if (!rows[i].real) continue;
+        const int64_t r = int64_t(blocks.slot) * (params.s_q * params.h_q) + rows[i].s * params.h_q + rows[i].head;
+        float* dst = params.partial_o + r * HEAD_DIM_V + thread_col;  // [512] row of partial_o
+#pragma unroll
+        for (int j = 0; j < kCols; j += 2) {
+          *reinterpret_cast<float2*>(dst + 4 * j) = make_float2(tOrO_rc(i, j) * norm[i], tOrO_rc(i, j + 1) * norm[i]);
+        }
+      }
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (!rows[i].real) continue;
+      Element* dst = static_cast<Element*>(params.out) + int64_t(item) * params.out_stride_b +
+                     int64_t(rows[i].s) * params.out_stride_s + int64_t(rows[i].head) * params.out_stride_h +
+                     thread_col;  // [512] row of out
+#pragma unroll
+      for (int j = 0; j < kCols; j += 2) {
         cutlass::Array<Element, 2> packed;
-        packed[0] = Element(o0);
-        packed[1] = Element(o1);
-        Element* out = static_cast<Element*>(params.out) + int64_t(item) * params.out_stride_b +
-                       int64_t(row.s) * params.out_stride_s + int64_t(row.head) * params.out_stride_h + col;
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(out) = packed;
+        packed[0] = Element(tOrO_rc(i, j) * norm[i]);
+        packed[1] = Element(tOrO_rc(i, j + 1) * norm[i]);
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + 4 * j) = packed;
       }
     }
   }

@@ -20,9 +20,8 @@
 #include <cute/tensor.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
-#include <string>
-
 #include "kernels/common/barriers.cuh"
+#include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/epilogue.cuh"
@@ -55,7 +54,6 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
   Tensor tSrP = make_tensor_like<Element>(tSrS);                                            // (MMA, 1, 1) P
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
   Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) coords
-  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{}));
   Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 32 cols)
   Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 32 cols)
   Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
@@ -150,7 +148,7 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
 
       if (last) {
-        Epilogue<Traits>::store_o(params, item, blocks, tOrO, tOcO, rows, norm, 0);
+        Epilogue<Traits>::store_o(params, item, blocks, tOrO_rc, rows, norm, 0, lane);
         Epilogue<Traits>::store_lse(params, item, blocks, rows, softmax.row_max, row_sum, lane);
       }
     }
@@ -208,7 +206,7 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
       if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
       common::mbarrier_arrive(&smem.p_empty);  // P and the row factors are consumed
 
-      if (last) Epilogue<Traits>::store_o(params, item, blocks, tOrO, tOcO, rows, norm, HEAD_DIM_V_HALF);
+      if (last) Epilogue<Traits>::store_o(params, item, blocks, tOrO_rc, rows, norm, HEAD_DIM_V_HALF, lane);
     }
   }
 }
@@ -217,9 +215,6 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
 template <class Traits>
 __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
-  const PartWork part = params.parts[blockIdx.y];
-  if (part.flags & kPartEmpty) return;
-
   extern __shared__ uint8_t smem_raw[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + Traits::kSmemAlignSlack - 1) &
@@ -244,6 +239,11 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
+  // The schedule comes from the previous grid (launched as its dependent).
+  common::wait_for_previous_grid();
+  common::allow_next_grid();
+  const PartWork part = params.parts[blockIdx.y];
+  if (part.flags & kPartEmpty) return;  // uniform over the CTA
   __syncthreads();
 
   if (warpgroup == 0) {
@@ -268,19 +268,8 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
 template <DType kDType, int kHeadDimQK>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
   using KernelTraits = Traits<kDType, kHeadDimQK>;
-  auto* kernel = &decode_dense_kernel<KernelTraits>;
-  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           KernelTraits::kSmemBytes);
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string("decode_dense: cudaFuncSetAttribute(max dynamic smem = ") +
-                              std::to_string(KernelTraits::kSmemBytes) + ") failed: " + cudaGetErrorString(error));
-  }
-  kernel<<<grid, kNumThreads, KernelTraits::kSmemBytes, stream>>>(params);
-  error = cudaGetLastError();
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string("decode_dense: kernel launch failed: ") + cudaGetErrorString(error));
-  }
-  return Status::ok();
+  return common::launch_dependent("decode_dense", &decode_dense_kernel<KernelTraits>, grid, dim3(kNumThreads),
+                                  KernelTraits::kSmemBytes, stream, params);
 }
 
 }  // namespace openmla::kernels::decode_dense

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "kernels/common/barriers.cuh"
+#include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/epilogue.cuh"
@@ -283,6 +284,9 @@ template <class Traits>
 __global__ void __launch_bounds__(kNumThreads, 1)
     decode_sparse_fp8_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
+  // The schedule comes from the previous grid (launched as its dependent).
+  common::wait_for_previous_grid();
+  common::allow_next_grid();
   const PartWork part = params.parts[blockIdx.y];
   if (part.flags & kPartEmpty) return;
 
@@ -326,19 +330,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
 template <int kHeadsPerCta>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
   using KernelTraits = Traits<kHeadsPerCta>;
-  auto* kernel = &decode_sparse_fp8_kernel<KernelTraits>;
-  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           KernelTraits::kSmemBytes);
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string("decode_sparse_fp8: cudaFuncSetAttribute(max dynamic smem = ") +
-                              std::to_string(KernelTraits::kSmemBytes) + ") failed: " + cudaGetErrorString(error));
-  }
-  kernel<<<grid, kNumThreads, KernelTraits::kSmemBytes, stream>>>(params);
-  error = cudaGetLastError();
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string("decode_sparse_fp8: kernel launch failed: ") + cudaGetErrorString(error));
-  }
-  return Status::ok();
+  return common::launch_dependent("decode_sparse_fp8", &decode_sparse_fp8_kernel<KernelTraits>, grid,
+                                  dim3(kNumThreads), KernelTraits::kSmemBytes, stream, params);
 }
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -1,0 +1,60 @@
+// Programmatic dependent launch (sm90): a decode call is three grids in a row
+// (schedule, attention, combine). Launching the second and third as
+// programmatic dependents lets their launch and prologue overlap the previous
+// grid; each waits for the previous grid's writes before reading them.
+//   PTX: griddepcontrol.{wait, launch_dependents}
+//   runtime: cudaLaunchKernelEx + cudaLaunchAttributeProgrammaticStreamSerialization
+// Without the launch attribute both instructions are no-ops, so a kernel is
+// correct either way.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "openmla/status.h"
+
+namespace openmla::kernels::common {
+
+// Blocks until the grids this one depends on have finished and their memory
+// is visible. Nothing written by the previous grid may be read before this.
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Lets the next grid in the stream start launching (it still waits for this
+// grid to finish before it reads anything).
+__device__ __forceinline__ void allow_next_grid() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// Launches `kernel` as a programmatic dependent of the previous work in
+// `stream` (raising its dynamic shared-memory limit first when needed).
+template <class... KernelArgs, class... Args>
+Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, int smem_bytes,
+                        cudaStream_t stream, Args&&... args) {
+  constexpr int kDefaultSmemLimit = 48 * 1024;
+  if (smem_bytes > kDefaultSmemLimit) {
+    const cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+    if (error != cudaSuccess) {
+      return Status::cuda_error(std::string(name) + ": cudaFuncSetAttribute(max dynamic smem = " +
+                                std::to_string(smem_bytes) + ") failed: " + cudaGetErrorString(error));
+    }
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = size_t(smem_bytes);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  const cudaError_t error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  if (error != cudaSuccess) {
+    return Status::cuda_error(std::string(name) + ": kernel launch failed: " + cudaGetErrorString(error));
+  }
+  return Status::ok();
+}
+
+}  // namespace openmla::kernels::common
