@@ -8,7 +8,7 @@ export LD_LIBRARY_PATH="$libdir:${LD_LIBRARY_PATH:-}"
 B=devbin
 timeout 200 $B/openmla_gpu_tests --gtest_brief=1 --gtest_filter="${TF:-*Dense*:*Schedule*:*Combine*}" > $OUT/gpu_tests.log 2>&1; echo "tests rc=$?"; tail -3 $OUT/gpu_tests.log
 for m in ${COSTS:-8 2 1}; do
- echo "== mpc $m"; timeout 60 $B/openmla_bench --filter "${FILTER:-graph}" --min-part-cost $m | grep "^dense"
+ echo "== mpc $m"; timeout 60 $B/openmla_bench --filter "${FILTER:-graph}" --min-part-cost $m --iters ${ITERS:-30} | grep "^dense"
 done
 timeout 120 ncu --clock-control none -k 'regex:decode_dense|schedule|combine' --launch-skip 6 --launch-count 3 \
   --section SpeedOfLight --section WarpStateStats $B/openmla_bench --filter "b=1 h_q=16 s_q=1 s_k=1024 graph" --iters 20 --min-part-cost ${NCU_COST:-1} > $OUT/ncu_b.log 2>&1

@@ -24,10 +24,13 @@ inline constexpr size_t kWorkspaceAlignment = 256;
 // loading Q and writing O, so parts with many short items are not overloaded.
 inline constexpr int kItemOverheadBlocks = 5;
 
-// Least work, in blocks (overhead included), worth a part of its own: small
-// calls use fewer parts (the rest are marked empty) so a short request is not
-// cut into one-block pieces that the combine must then merge.
-inline constexpr int kMinPartCostBlocks = 8;
+// Least work, in blocks (overhead included), worth a part of its own; with
+// fewer cost units than parts, the surplus parts are marked empty.
+// NOTE: 1 measured fastest on the H200 (2026-11-29, b = 1, h_q = 16,
+// s_k = 1024: 21.6 us at 1, 26.1 at 2, 44 at 8): a short call is latency
+// bound, and one-block pieces plus a combine beat a longer serial chain.
+// PlanOptions::min_part_cost raises it.
+inline constexpr int kMinPartCostBlocks = 1;
 
 struct WorkspaceRegion {
   size_t offset = 0;  // from the workspace base, a multiple of kWorkspaceAlignment

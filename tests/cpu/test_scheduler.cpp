@@ -75,6 +75,7 @@ PlanOptions random_options(std::mt19937_64& rng) {
   switch (rng() % 6) {
     case 0: options.max_parts = 1; break;                         // forced no-split
     case 1: options.min_parts = 1 + int(rng() % 300); break;       // forced split
+    case 2: options.min_part_cost = 1 + int(rng() % 40); break;    // coarser parts
     default: break;                                               // automatic
   }
   return options;
@@ -251,7 +252,17 @@ TEST(SchedulerExamples, ShortCallUsesFewParts) {
   ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
   int busy = 0;
   for (const PartWork& part : schedule.parts) busy += (part.flags & kPartEmpty) ? 0 : 1;
-  EXPECT_EQ(busy, (16 + kItemOverheadBlocks) / kMinPartCostBlocks);
+  // One block per part: cost positions inside the item's overhead give empty parts.
+  EXPECT_EQ(busy, 16);
+
+  // A larger least cost per part gives fewer, longer parts.
+  PlanOptions options;
+  options.min_part_cost = 8;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan, options).is_ok());
+  ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
+  busy = 0;
+  for (const PartWork& part : schedule.parts) busy += (part.flags & kPartEmpty) ? 0 : 1;
+  EXPECT_EQ(busy, (16 + kItemOverheadBlocks) / 8);
 }
 
 // Forced parts (the tests' way into the split path) all take work, even for short calls.
@@ -321,6 +332,23 @@ TEST(CheckPlan, RejectsBrokenSchedules) {
   DecodePlan zero_parts = plan;
   zero_parts.num_parts = 0;
   EXPECT_FALSE(check_plan(zero_parts, item_lengths, good).is_ok());
+}
+
+// Bad planner options are refused with the argument named.
+TEST(SchedulerExamples, InvalidOptionsAreRefused) {
+  DeviceInfo device;
+  DenseDecodeShape shape;
+  shape.batch = 2;
+  shape.h_q = 16;
+  shape.max_pages_per_seq = 4;
+  shape.num_pages = 8;
+  DecodePlan plan;
+  const Status cost = plan_dense_decode(shape, device, &plan, PlanOptions{.min_part_cost = -1});
+  EXPECT_EQ(cost.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(cost.message().find("options.min_part_cost"), std::string::npos) << cost.message();
+  const Status parts = plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 2, .min_parts = 3});
+  EXPECT_EQ(parts.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parts.message().find("options"), std::string::npos) << parts.message();
 }
 
 }  // namespace

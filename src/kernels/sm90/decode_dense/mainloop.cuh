@@ -112,28 +112,41 @@ struct Mainloop {
   // kv_head * hpk + (64 m + r) % hpk. Such rows are not a regular tensor when
   // hpk does not divide 64, so they are gathered with 16-byte cp.async into the
   // swizzled layout; padding rows are zero-filled.
+  // Thread t copies 16-byte piece t % 8 of every 128-byte chunk row for rows
+  // t / 8, t / 8 + 12, ...: the row's (s, head) division happens once per row,
+  // and within a row the source and the swizzled destination of chunk k are
+  // fixed offsets from chunk 0's (a 128B-swizzle row permutes pieces inside
+  // its own chunk row only).
+  // NOTE: per-piece index arithmetic (two runtime divisions per 16 bytes) made
+  // this loop ~100 instructions per piece, several microseconds per item, all
+  // of it on the critical path of a short call.
   static __device__ void produce_q(const KernelParams& params, const PartWork& part, SharedStorage& smem,
                                    int kv_head, int m_tile, int thread) {
     using namespace cute;
-    constexpr int kPiecesPerRow = Traits::kHeadDimQK * int(sizeof(Element)) / 16;  // 72 or 64
-    constexpr int kElemsPerPiece = 16 / int(sizeof(Element));
+    constexpr int kElemsPerPiece = 16 / int(sizeof(Element));      // 8
+    constexpr int kPieceLanes = kChunkCols / kElemsPerPiece;         // 8 pieces per chunk row
+    constexpr int kRowGroups = kQLoadThreads / kPieceLanes;          // 12 rows in flight
+    static_assert(kQLoadThreads % kPieceLanes == 0);
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});  // (64, d_qk)
     const Element* q = static_cast<const Element*>(params.q);
+    const int piece_col = (thread % kPieceLanes) * kElemsPerPiece;
     int item_counter = 0;
     for (int item = part.begin_item; item <= part.end_item; ++item) {
       const ItemBlocks blocks = item_blocks(params, part, item);
       if (blocks.begin_block >= blocks.end_block) continue;
       if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
-      const Element* q_item = q + int64_t(item) * params.q_stride_b;
-      for (int idx = thread; idx < BLOCK_M * kPiecesPerRow; idx += kQLoadThreads) {
-        const int row = idx / kPiecesPerRow;
-        const int col = (idx % kPiecesPerRow) * kElemsPerPiece;
+      const Element* q_item = q + int64_t(item) * params.q_stride_b;  // [s_q, h_q, d_qk]
+      for (int row = thread / kPieceLanes; row < BLOCK_M; row += kRowGroups) {
         const int packed = m_tile * BLOCK_M + row;
         const bool real = packed < params.rows_per_kv;
         const int s = real ? packed / params.heads_per_kv : 0;
         const int head = kv_head * params.heads_per_kv + (real ? packed % params.heads_per_kv : 0);
-        const Element* src = q_item + s * params.q_stride_s + head * params.q_stride_h + col;
-        common::cp_async_16_zfill(&sQ(row, col), real ? src : q, real);
+        const Element* src = real ? q_item + s * params.q_stride_s + head * params.q_stride_h + piece_col : q;
+        Element* dst = &sQ(row, piece_col);  // chunk 0; chunk k is kChunkElems further
+#pragma unroll
+        for (int chunk = 0; chunk < Traits::kNumChunks; ++chunk) {
+          common::cp_async_16_zfill(dst + chunk * Traits::kChunkElems, real ? src + chunk * kChunkCols : q, real);
+        }
       }
       common::cp_async_wait_all();
       common::fence_view_async_shared();
