@@ -89,7 +89,11 @@ struct Timer {
   void* flush = nullptr;
   size_t flush_bytes = size_t(256) << 20;  // > 4x the 60 MB L2
   bool flush_l2 = true;                     // --no-flush: warm-cache timing (diagnosis only)
+  // Every timed piece of work (flush, events, calls) goes to this one stream:
+  // events on the legacy default stream added a cross-stream wait to short calls.
+  cudaStream_t stream = nullptr;
   Timer() {
+    BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     BENCH_CUDA(cudaEventCreate(&start));
     BENCH_CUDA(cudaEventCreate(&stop));
     BENCH_CUDA(cudaMalloc(&flush, flush_bytes));
@@ -97,14 +101,15 @@ struct Timer {
   // Median over `iters` runs of fn, each after an L2 flush.
   template <class Fn>
   double median_us(int iters, Fn&& fn) {
+    BENCH_CUDA(cudaDeviceSynchronize());  // inputs filled on the default stream
     fn();  // warm-up
     BENCH_CUDA(cudaDeviceSynchronize());
     std::vector<double> times;
     for (int i = 0; i < iters; ++i) {
-      if (flush_l2) BENCH_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
-      BENCH_CUDA(cudaEventRecord(start));
+      if (flush_l2) BENCH_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
+      BENCH_CUDA(cudaEventRecord(start, stream));
       fn();
-      BENCH_CUDA(cudaEventRecord(stop));
+      BENCH_CUDA(cudaEventRecord(stop, stream));
       BENCH_CUDA(cudaEventSynchronize(stop));
       float ms = 0;
       BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
@@ -122,7 +127,7 @@ double measure_copy_gbps(Timer& timer, int iters) {
   BENCH_CUDA(cudaMalloc(&src, bytes));
   BENCH_CUDA(cudaMalloc(&dst, bytes));
   fill_random_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(src), bytes / 2, 7, 1.f);
-  const double us = timer.median_us(iters, [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+  const double us = timer.median_us(iters, [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, timer.stream)); });
   BENCH_CUDA(cudaFree(src));
   BENCH_CUDA(cudaFree(dst));
   return 2.0 * double(bytes) / (us * 1e-6) / 1e9;  // read + write
@@ -138,6 +143,7 @@ double measure_gemm_tflops(Timer& timer, int iters) {
   fill_random_bf16<<<1024, 256>>>(b, size_t(n) * n, 13, 1.f);
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) { std::fprintf(stderr, "cublasCreate failed\n"); std::exit(1); }
+  cublasSetStream(handle, timer.stream);
   const float alpha = 1.f, beta = 0.f;
   const double us = timer.median_us(iters, [&] {
     cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta, c,
@@ -257,7 +263,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   params.softmax_scale = 1.f / std::sqrt(float(kHeadDimQK));
   params.causal = c.s_q > 1;
 
-  auto call = [&] { check(dense_decode_run(params, plan, workspace, plan.workspace.total_bytes, nullptr), "run"); };
+  auto call = [&] { check(dense_decode_run(params, plan, workspace, plan.workspace.total_bytes, timer.stream), "run"); };
   double us = 0;
   if (c.graph) {
     cudaStream_t stream;
@@ -268,7 +274,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
     check(dense_decode_run(params, plan, workspace, plan.workspace.total_bytes, stream), "run (capture)");
     BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
     BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    us = timer.median_us(iters, [&] { BENCH_CUDA(cudaGraphLaunch(exec, nullptr)); });
+    us = timer.median_us(iters, [&] { BENCH_CUDA(cudaGraphLaunch(exec, timer.stream)); });
     BENCH_CUDA(cudaGraphExecDestroy(exec));
     BENCH_CUDA(cudaGraphDestroy(graph));
     BENCH_CUDA(cudaStreamDestroy(stream));
@@ -374,7 +380,7 @@ Result run_sparse_case(const SparseCase& c, const openmla::DeviceInfo& device, T
   params.lse_stride_b = int64_t(c.h_q) * c.s_q;
   params.softmax_scale = 1.f / std::sqrt(float(kHeadDimQK));
   const double us = timer.median_us(iters, [&] {
-    check(sparse_decode_run(params, plan, workspace, plan.workspace.total_bytes, nullptr), "sparse_decode_run");
+    check(sparse_decode_run(params, plan, workspace, plan.workspace.total_bytes, timer.stream), "sparse_decode_run");
   });
   BENCH_CUDA(cudaDeviceSynchronize());
   const double flops = double(c.batch) * c.s_q * c.h_q * c.topk * 2.0 * (kHeadDimQK + kHeadDimV);
