@@ -34,6 +34,14 @@ __host__ __device__ constexpr auto make_rowcol_view(Tensor&& tensor) {
   return cute::make_tensor(tensor.data(), accumulator_rowcol_layout(tensor.layout()));
 }
 
+// 2^x in one MUFU instruction (flush-to-zero below 2^-126; exp2(-inf) = 0).
+// Probabilities are rounded to bf16 next, far coarser than its ~2 ulp error.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float quad_allreduce_max(float value) {
   value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
   return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
@@ -63,28 +71,34 @@ struct OnlineSoftmax {
   template <class TensorS>
   __device__ __forceinline__ void update(TensorS& s_rc, float scale_log2, float (&row_scale)[kRows]) {
     using namespace cute;
+    constexpr int kCols = decltype(size<1>(s_rc))::value;
+    constexpr int kChains = 4;  // independent max / sum chains: this sits between two MMAs
     static_assert(decltype(size<0>(s_rc))::value == kRows, "row count mismatch");
+    static_assert(kCols % kChains == 0);
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
-      float block_max = -INFINITY;
+      float partial_max[kChains];
 #pragma unroll
-      for (int j = 0; j < size<1>(s_rc); ++j) block_max = fmaxf(block_max, s_rc(i, j));
+      for (int c = 0; c < kChains; ++c) partial_max[c] = s_rc(i, c);
+#pragma unroll
+      for (int j = kChains; j < kCols; ++j) partial_max[j % kChains] = fmaxf(partial_max[j % kChains], s_rc(i, j));
+      float block_max = fmaxf(fmaxf(partial_max[0], partial_max[1]), fmaxf(partial_max[2], partial_max[3]));
       // NOTE: scale_log2 > 0, so scaling after the max is exact and keeps -inf.
       block_max = quad_allreduce_max(block_max) * scale_log2;
       const float new_max = fmaxf(row_max[i], block_max);
       // A row with nothing visible yet keeps max -inf; subtract 0 instead so
       // exp2(-inf - (-inf)) never produces NaN.
       const float max_offset = new_max == -INFINITY ? 0.0f : new_max;
-      row_scale[i] = exp2f(row_max[i] - max_offset);
+      row_scale[i] = fast_exp2(row_max[i] - max_offset);
       row_max[i] = new_max;
-      float block_sum = 0.0f;
+      float partial_sum[kChains] = {};
 #pragma unroll
-      for (int j = 0; j < size<1>(s_rc); ++j) {
-        const float p = exp2f(fmaf(s_rc(i, j), scale_log2, -max_offset));
+      for (int j = 0; j < kCols; ++j) {
+        const float p = fast_exp2(fmaf(s_rc(i, j), scale_log2, -max_offset));
         s_rc(i, j) = p;
-        block_sum += p;
+        partial_sum[j % kChains] += p;
       }
-      row_sum[i] = row_sum[i] * row_scale[i] + block_sum;
+      row_sum[i] = row_sum[i] * row_scale[i] + ((partial_sum[0] + partial_sum[1]) + (partial_sum[2] + partial_sum[3]));
     }
   }
 

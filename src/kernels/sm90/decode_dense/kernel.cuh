@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <climits>
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "kernels/common/barriers.cuh"
@@ -29,6 +30,18 @@
 #include "kernels/sm90/decode_dense/traits.h"
 
 namespace openmla::kernels::decode_dense {
+
+// O rows *= the block's row factors, skipped when the warp's 16 rows all keep
+// their maximum (factor exactly 1): 128 multiplies fewer between softmax and P.V.
+template <class TensorORowCol>
+__device__ __forceinline__ void rescale_rows(TensorORowCol& tOrO_rc, const float (&row_scale)[2]) {
+  if (__all_sync(0xffffffffu, row_scale[0] == 1.0f && row_scale[1] == 1.0f)) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < cute::size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
+  }
+}
 
 // ---- WG1: scores, softmax, left O half ------------------------------------------------------------
 // Per block: S = Q.K^T, mask, online softmax, publish P, O_left += P.V_left.
@@ -80,6 +93,13 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
                      : params.causal ? blocks.length - params.s_q + rows[i].s + 1
                                      : blocks.length;
     }
+    // Blocks ending at or before this token need no mask for this thread's
+    // real rows (padding rows are never stored, and Q is zero there).
+    int unmasked_end = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (rows[i].real) unmasked_end = min(unmasked_end, row_limit[i]);
+    }
     softmax.reset();
     clear(tOrO);
     common::mbarrier_wait(&smem.q_full, item_counter & 1);
@@ -108,7 +128,7 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       }
 
       // ---- mask + online softmax ----
-      Loop::mask_scores(tSrS_rc, lane, block * BLOCK_N, row_limit);
+      if ((block + 1) * BLOCK_N > unmasked_end) Loop::mask_scores(tSrS_rc, lane, block * BLOCK_N, row_limit);
       float row_scale[2];
       softmax.update(tSrS_rc, params.scale_log2, row_scale);
 #pragma unroll
@@ -136,11 +156,7 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);  // all of P is in smem (for WG1's MMA)
 
       // ---- O_left = O_left * scale + P.V_left ----
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int j = 0; j < size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
-      }
+      rescale_rows(tOrO_rc, row_scale);
       Loop::issue_pv(mma_pv, smem.p, stage_base, thread, tOrO);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
@@ -194,11 +210,7 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
         row_scale[i] = smem.row_scale[rows[i].tile_row];
         if (last) norm[i] = smem.row_norm[rows[i].tile_row];
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int j = 0; j < size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
-      }
+      rescale_rows(tOrO_rc, row_scale);
       Loop::issue_pv(mma_pv, smem.p, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
