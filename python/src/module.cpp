@@ -251,7 +251,8 @@ NB_MODULE(_C, m) {
   nb::class_<PlanOptions>(m, "PlanOptions")
       .def(nb::init<>())
       .def_rw("max_parts", &PlanOptions::max_parts)
-      .def_rw("min_parts", &PlanOptions::min_parts);
+      .def_rw("min_parts", &PlanOptions::min_parts)
+      .def_rw("min_part_cost", &PlanOptions::min_part_cost);
 
   nb::class_<DenseDecodeShape>(m, "DenseDecodeShape")
       .def(nb::init<>())

@@ -78,7 +78,10 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(CombineParams params,
     }
 
     // ---- row LSE = log sum exp(lse_k); pieces that saw no key have -inf (each warp computes it)
+    // NOTE: rolled loops (one trip up to 32 pieces): the unrolled copies only
+    // lengthened a kernel that runs once per call from a cold instruction cache.
     float max_lse = -INFINITY;
+#pragma unroll 1
     for (int k = lane; k < num_pieces; k += kWarpSize) max_lse = fmaxf(max_lse, __ldg(lse_of(k)));
     for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
       max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
@@ -86,6 +89,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(CombineParams params,
     const bool empty = max_lse == -INFINITY;
     float sum = 0.f;
     if (!empty) {
+#pragma unroll 1
       for (int k = lane; k < num_pieces; k += kWarpSize) sum += __expf(__ldg(lse_of(k)) - max_lse);
     }
     for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
@@ -96,6 +100,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(CombineParams params,
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (!empty) {
+#pragma unroll 1
       for (int k0 = 0; k0 < num_pieces; k0 += kPiecesInFlight) {
         if (k0 > 0) {
 #pragma unroll
