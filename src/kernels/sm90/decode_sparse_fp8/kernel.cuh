@@ -47,12 +47,12 @@ struct SumOp {
 // ---- both consumers: O^T_half = O^T_half * col_scale + V^T_half.P^T ------------------------------
 template <class Traits, class TiledMma, class TensorP, class TensorO, class TensorORowCol, class TensorCRowCol>
 __device__ __forceinline__ void pv_step(TiledMma& mma_pv, const TensorP& tOrPt, typename Traits::Element* v_half,
-                                        const typename Traits::SharedStorage& smem, int thread, TensorO& tOrO,
-                                        TensorORowCol& tOrO_rc, const TensorCRowCol& tOcO_rc) {
+                                        const typename Traits::SharedStorage& smem, int block_counter, int thread,
+                                        TensorO& tOrO, TensorORowCol& tOrO_rc, const TensorCRowCol& tOcO_rc) {
   using namespace cute;
 #pragma unroll
   for (int jj = 0; jj < size<1>(tOrO_rc); ++jj) {
-    const float scale = smem.col_scale[int(get<1>(tOcO_rc(0, jj)))];
+    const float scale = smem.col_scale[block_counter & 1][int(get<1>(tOcO_rc(0, jj)))];
 #pragma unroll
     for (int i = 0; i < size<0>(tOrO_rc); ++i) tOrO_rc(i, jj) *= scale;
   }
@@ -175,7 +175,7 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       }
       col_sum[jj] = col_sum[jj] * col_scale + sum;
       // Published with P^T at the P_full barrier below.
-      if (warp == 0 && lane < 4) smem.col_scale[col_head[jj]] = col_scale;
+      if (warp == 0 && lane < 4) smem.col_scale[block_counter & 1][col_head[jj]] = col_scale;
     }
 
     // ---- last block: whole-column sums -> norm (to smem below) and LSE ----
@@ -220,9 +220,8 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
     common::named_barrier_sync(kBarrierPFull, kBarrierPThreads);
 
     // ---- O^T[0:256) ----
-    pv_step<Traits>(mma_pv, tOrPt, smem.kv[stage], smem, thread, tOrO, tOrO_rc, tOcO_rc);
-    __syncwarp();
-    if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
+    pv_step<Traits>(mma_pv, tOrPt, smem.kv[stage], smem, block_counter, thread, tOrO, tOrO_rc, tOcO_rc);
+    common::mbarrier_arrive(&smem.kv_empty[stage]);  // every thread: its reads of the stage are done
 
     if (last) {
       Epilogue<Traits>::store_o(params, item_output(params, part, cursor.item), q_group, tOrO_rc, tOcO_rc,
@@ -239,7 +238,6 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
                                  typename Traits::SharedStorage& smem, int q_group, int thread) {
   using namespace cute;
   constexpr int N = Traits::kHeads;
-  const int lane = thread % kWarpSize;
 
   typename Traits::TiledMmaPV mma_pv;
   auto thr_pv = mma_pv.get_thread_slice(thread);
@@ -263,9 +261,9 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
     common::mbarrier_wait(&smem.kv_full[stage], phase);
     common::named_barrier_sync(kBarrierPFull, kBarrierPThreads);
 
-    pv_step<Traits>(mma_pv, tOrPt, smem.kv[stage] + Traits::kVtHalfOffset, smem, thread, tOrO, tOrO_rc, tOcO_rc);
-    __syncwarp();
-    if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
+    pv_step<Traits>(mma_pv, tOrPt, smem.kv[stage] + Traits::kVtHalfOffset, smem, block_counter, thread, tOrO,
+                    tOrO_rc, tOcO_rc);
+    common::mbarrier_arrive(&smem.kv_empty[stage]);  // every thread: its reads of the stage are done
     if (last) {
       Epilogue<Traits>::store_o(params, item_output(params, part, cursor.item), q_group, tOrO_rc, tOcO_rc,
                                 tOcO0_rc, smem.col_norm, HEAD_DIM_V_HALF);
@@ -305,7 +303,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
 #pragma unroll
     for (int s = 0; s < kNumStages; ++s) {
       common::mbarrier_init(&smem.kv_full[s], kWarpgroupThreads);
-      common::mbarrier_init(&smem.kv_empty[s], 2 * kWarpsPerWarpgroup);
+      common::mbarrier_init(&smem.kv_empty[s], 2 * kWarpgroupThreads);
     }
     common::mbarrier_init(&smem.q_full, kWarpgroupThreads);
     common::mbarrier_init(&smem.q_empty, kWarpsPerWarpgroup);

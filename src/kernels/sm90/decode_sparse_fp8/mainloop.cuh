@@ -6,7 +6,7 @@
 // Pipeline: kNumStages = 2 bf16 stages of 64 tokens x 576.
 //   kv_full[s]  (128 arrivals: every producer thread, after its stores,
 //               cp.async completion and proxy fence)        producer -> consumers
-//   kv_empty[s] (8 arrivals: lane 0 of each consumer warp)   consumers -> producer
+//   kv_empty[s] (256 arrivals: every consumer thread)        consumers -> producer
 //   q_full      (128 arrivals, at the end of an item's first block in the part)
 //   q_empty     (4 arrivals: the warps of WG1, after the item's last S^T)
 // Producer lookahead, per warp (16 token rows of every stage):

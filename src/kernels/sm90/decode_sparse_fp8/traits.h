@@ -90,7 +90,7 @@ struct Traits {
     Element pt[kHeads * BLOCK_N];                   // SmemLayoutPt
     float red[kWarpsPerWarpgroup][kHeads];          // WG1 per-warp column partials
     float col_max[2][kHeads]; // WG1 running max per head, by block parity
-    float col_scale[kHeads];  // per block: factor for O^T columns before P^T is added
+    float col_scale[2][kHeads];  // per block, by block parity: factor for O^T columns before P^T is added
     float col_norm[kHeads];   // last block of an item: 1 / column sum (x sink factor)
     uint8_t token_valid[kNumStages][BLOCK_N];
     uint64_t kv_full[kNumStages];
