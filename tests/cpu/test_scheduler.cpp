@@ -196,11 +196,7 @@ TEST(WorkspaceBound, PartialBytesFollowTheHeaderFormula) {
 // Forcing one part is the no-split path: no accumulators, no partial flags.
 TEST(SchedulerExamples, OnePartNeverSplits) {
   DeviceInfo device;
-  DenseDecodeShape shape;
-  shape.batch = 5;
-  shape.h_q = 16;
-  shape.max_pages_per_seq = 32;
-  shape.num_pages = 160;
+  const DenseDecodeShape shape{.batch = 5, .h_q = 16, .num_pages = 160, .max_pages_per_seq = 32};
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 1}).is_ok());
   EXPECT_EQ(plan.num_slots, 0);
@@ -220,11 +216,7 @@ TEST(SchedulerExamples, OnePartNeverSplits) {
 TEST(SchedulerExamples, LongRequestSplitsIntoConsecutiveSlots) {
   DeviceInfo device;
   device.num_sms = 8;
-  DenseDecodeShape shape;
-  shape.batch = 1;
-  shape.h_q = 16;
-  shape.max_pages_per_seq = 1024;
-  shape.num_pages = 1024;
+  const DenseDecodeShape shape{.batch = 1, .h_q = 16, .num_pages = 1024, .max_pages_per_seq = 1024};
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
   ASSERT_EQ(plan.num_parts, 8);
@@ -240,11 +232,7 @@ TEST(SchedulerExamples, LongRequestSplitsIntoConsecutiveSlots) {
 // Tiny calls use few parts (the rest are empty) instead of one-block pieces.
 TEST(SchedulerExamples, ShortCallUsesFewParts) {
   DeviceInfo device;
-  DenseDecodeShape shape;
-  shape.batch = 1;
-  shape.h_q = 16;
-  shape.max_pages_per_seq = 16;
-  shape.num_pages = 16;
+  const DenseDecodeShape shape{.batch = 1, .h_q = 16, .num_pages = 16, .max_pages_per_seq = 16};
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
   std::vector<int32_t> lengths = {1024};
@@ -268,11 +256,7 @@ TEST(SchedulerExamples, ShortCallUsesFewParts) {
 // Forced parts (the tests' way into the split path) all take work, even for short calls.
 TEST(SchedulerExamples, ForcedPartsAllTakeWork) {
   DeviceInfo device;
-  DenseDecodeShape shape;
-  shape.batch = 1;
-  shape.h_q = 16;
-  shape.max_pages_per_seq = 16;
-  shape.num_pages = 16;
+  const DenseDecodeShape shape{.batch = 1, .h_q = 16, .num_pages = 16, .max_pages_per_seq = 16};
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 10, .min_parts = 10}).is_ok());
   std::vector<int32_t> lengths = {1024};
@@ -296,11 +280,7 @@ TEST(SchedulerExamples, ForcedPartsAllTakeWork) {
 TEST(CheckPlan, RejectsBrokenSchedules) {
   DeviceInfo device;
   device.num_sms = 16;
-  DenseDecodeShape shape;
-  shape.batch = 6;
-  shape.h_q = 16;
-  shape.max_pages_per_seq = 64;
-  shape.num_pages = 384;
+  const DenseDecodeShape shape{.batch = 6, .h_q = 16, .num_pages = 384, .max_pages_per_seq = 64};
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
   std::vector<int32_t> lengths = {4096, 0, 700, 3000, 64, 1};
@@ -337,11 +317,7 @@ TEST(CheckPlan, RejectsBrokenSchedules) {
 // Bad planner options are refused with the argument named.
 TEST(SchedulerExamples, InvalidOptionsAreRefused) {
   DeviceInfo device;
-  DenseDecodeShape shape;
-  shape.batch = 2;
-  shape.h_q = 16;
-  shape.max_pages_per_seq = 4;
-  shape.num_pages = 8;
+  const DenseDecodeShape shape{.batch = 2, .h_q = 16, .num_pages = 8, .max_pages_per_seq = 4};
   DecodePlan plan;
   const Status cost = plan_dense_decode(shape, device, &plan, PlanOptions{.min_part_cost = -1});
   EXPECT_EQ(cost.code(), StatusCode::kInvalidArgument);

@@ -128,7 +128,9 @@ TEST(CombineGpu, MatchesReferenceCombine) {
   std::normal_distribution<float> normal(0.f, 1.f);
   for (int trial = 0; trial < 6; ++trial) {
     const bool sparse = trial % 2 == 1;
-    const int batch = 3 + trial, s_q = sparse ? 2 : 3, h_q = sparse ? 16 : 5;
+    // Trials 0-2: few rows per item (four warps per row); 3-5: many rows (a warp per row).
+    const bool many_rows = trial >= 3;
+    const int batch = 3 + trial, s_q = sparse ? 2 : 3, h_q = sparse ? (many_rows ? 64 : 16) : (many_rows ? 40 : 5);
     DeviceInfo device;
     device.num_sms = 24;
     DecodePlan plan;
