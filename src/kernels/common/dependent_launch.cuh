@@ -19,6 +19,9 @@ namespace openmla::kernels::common {
 
 // Blocks until the grids this one depends on have finished and their memory
 // is visible. Nothing written by the previous grid may be read before this.
+// NOTE: read such data with plain loads, or through addresses that depend on
+// a plain load made after the wait: ptxas may move an `__ldg` (ld.global.nc)
+// with a ready address above the wait (ACQBULK in SASS).
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // Lets the next grid in the stream start launching (it still waits for this
