@@ -36,7 +36,7 @@ __host__ __device__ constexpr auto make_rowcol_view(Tensor&& tensor) {
 
 // 2^x in one MUFU instruction (flush-to-zero below 2^-126; exp2(-inf) = 0).
 // Probabilities are rounded to bf16 next, far coarser than its ~2 ulp error.
-__device__ __forceinline__ float fast_exp2(float x) {
+__device__ __forceinline__ float exp2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
@@ -89,12 +89,12 @@ struct OnlineSoftmax {
       // A row with nothing visible yet keeps max -inf; subtract 0 instead so
       // exp2(-inf - (-inf)) never produces NaN.
       const float max_offset = new_max == -INFINITY ? 0.0f : new_max;
-      row_scale[i] = fast_exp2(row_max[i] - max_offset);
+      row_scale[i] = exp2_approx(row_max[i] - max_offset);
       row_max[i] = new_max;
       float partial_sum[kChains] = {};
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
-        const float p = fast_exp2(fmaf(s_rc(i, j), scale_log2, -max_offset));
+        const float p = exp2_approx(fmaf(s_rc(i, j), scale_log2, -max_offset));
         s_rc(i, j) = p;
         partial_sum[j % kChains] += p;
       }

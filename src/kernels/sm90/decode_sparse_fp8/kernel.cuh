@@ -164,12 +164,12 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       // A column with nothing visible yet keeps max -inf; subtract 0 so
       // exp2(-inf - (-inf)) never produces NaN.
       const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      const float col_scale = common::fast_exp2(old_max - offset);
+      const float col_scale = common::exp2_approx(old_max - offset);
       if (warp == 0 && lane < 4) max_out[col_head[jj]] = new_max;
       float sum = 0.0f;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const float p = common::fast_exp2(fmaf(tSrS_rc(i, jj), params.scale_log2, -offset));
+        const float p = common::exp2_approx(fmaf(tSrS_rc(i, jj), params.scale_log2, -offset));
         tSrS_rc(i, jj) = p;
         sum += p;
       }
