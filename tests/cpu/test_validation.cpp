@@ -83,6 +83,28 @@ void expect_rejected(const Status& status, const std::string& entry, StatusCode 
 template <class Params>
 using Mutation = std::function<void(Params&)>;
 
+// The family's valid setup is accepted; with the case's mutation it is
+// rejected with the case's code, argument and expectation.
+template <class Setup, class Case, class CanImplement>
+void check_rejected(const Case& c, const CanImplement& can_implement, const char* entry) {
+  Setup setup;
+  ASSERT_TRUE(can_implement(setup.p)) << can_implement(setup.p).message();
+  c.mutate(setup.p);
+  expect_rejected(can_implement(setup.p), entry, c.code, c.arg, c.expected);
+}
+
+// Every variant of the family's valid setup is accepted.
+template <class Setup, class Params, class CanImplement>
+void check_accepted(const std::vector<std::pair<const char*, Mutation<Params>>>& variants,
+                    const CanImplement& can_implement) {
+  for (const auto& [what, mutate] : variants) {
+    Setup setup;
+    mutate(setup.p);
+    const Status status = can_implement(setup.p);
+    EXPECT_TRUE(status) << what << ": " << status.message();
+  }
+}
+
 // ===========================================================================
 // Dense decode
 // ===========================================================================
@@ -245,11 +267,7 @@ std::vector<DenseCase> dense_cases() {
 class ValidationDenseDecode : public testing::TestWithParam<DenseCase> {};
 
 TEST_P(ValidationDenseDecode, RejectsBadInput) {
-  DenseSetup setup;
-  ASSERT_TRUE(dense_decode_can_implement(setup.p)) << dense_decode_can_implement(setup.p).message();
-  GetParam().mutate(setup.p);
-  expect_rejected(dense_decode_can_implement(setup.p), "dense_decode_can_implement",
-                  GetParam().code, GetParam().arg, GetParam().expected);
+  check_rejected<DenseSetup>(GetParam(), dense_decode_can_implement, "dense_decode_can_implement");
 }
 
 INSTANTIATE_TEST_SUITE_P(Validation, ValidationDenseDecode, testing::ValuesIn(dense_cases()),
@@ -287,12 +305,7 @@ TEST(ValidationDenseDecodeOk, AcceptsSupportedVariants) {
          p.kv_stride_token = 8 * 576, p.kv_stride_page = 16 * 8 * 576;
        }},
   };
-  for (const auto& [what, mutate] : variants) {
-    DenseSetup setup;
-    mutate(setup.p);
-    const Status status = dense_decode_can_implement(setup.p);
-    EXPECT_TRUE(status) << what << ": " << status.message();
-  }
+  check_accepted<DenseSetup>(variants, dense_decode_can_implement);
 }
 
 TEST(ValidationDenseDecodeOk, MessageHasTheDocumentedShape) {
@@ -430,12 +443,7 @@ std::vector<SparseDecodeCase> sparse_decode_cases() {
 class ValidationSparseDecode : public testing::TestWithParam<SparseDecodeCase> {};
 
 TEST_P(ValidationSparseDecode, RejectsBadInput) {
-  SparseDecodeSetup setup;
-  ASSERT_TRUE(sparse_decode_can_implement(setup.p))
-      << sparse_decode_can_implement(setup.p).message();
-  GetParam().mutate(setup.p);
-  expect_rejected(sparse_decode_can_implement(setup.p), "sparse_decode_can_implement",
-                  GetParam().code, GetParam().arg, GetParam().expected);
+  check_rejected<SparseDecodeSetup>(GetParam(), sparse_decode_can_implement, "sparse_decode_can_implement");
 }
 
 INSTANTIATE_TEST_SUITE_P(Validation, ValidationSparseDecode,
@@ -460,12 +468,7 @@ TEST(ValidationSparseDecodeOk, AcceptsSupportedVariants) {
       {"page_size 1",
        [](SparseDecodeParams& p) { p.shape.page_size = 1, p.kv_stride_page_bytes = 656; }},
   };
-  for (const auto& [what, mutate] : variants) {
-    SparseDecodeSetup setup;
-    mutate(setup.p);
-    const Status status = sparse_decode_can_implement(setup.p);
-    EXPECT_TRUE(status) << what << ": " << status.message();
-  }
+  check_accepted<SparseDecodeSetup>(variants, sparse_decode_can_implement);
 }
 
 TEST(ValidationSparseDecodeOk, ShapeCheckListsSupportedHeads) {
@@ -568,12 +571,7 @@ std::vector<SparsePrefillCase> sparse_prefill_cases() {
 class ValidationSparsePrefill : public testing::TestWithParam<SparsePrefillCase> {};
 
 TEST_P(ValidationSparsePrefill, RejectsBadInput) {
-  SparsePrefillSetup setup;
-  ASSERT_TRUE(sparse_prefill_can_implement(setup.p))
-      << sparse_prefill_can_implement(setup.p).message();
-  GetParam().mutate(setup.p);
-  expect_rejected(sparse_prefill_can_implement(setup.p), "sparse_prefill_can_implement",
-                  GetParam().code, GetParam().arg, GetParam().expected);
+  check_rejected<SparsePrefillSetup>(GetParam(), sparse_prefill_can_implement, "sparse_prefill_can_implement");
 }
 
 INSTANTIATE_TEST_SUITE_P(Validation, ValidationSparsePrefill,
@@ -586,12 +584,7 @@ TEST(ValidationSparsePrefillOk, AcceptsSupportedVariants) {
       {"d_qk 512", [](SparsePrefillParams& p) { p.shape.d_qk = 512; }},
       {"topk 1", [](SparsePrefillParams& p) { p.shape.topk = 1; }},
   };
-  for (const auto& [what, mutate] : variants) {
-    SparsePrefillSetup setup;
-    mutate(setup.p);
-    const Status status = sparse_prefill_can_implement(setup.p);
-    EXPECT_TRUE(status) << what << ": " << status.message();
-  }
+  check_accepted<SparsePrefillSetup>(variants, sparse_prefill_can_implement);
 }
 
 // ===========================================================================
@@ -672,11 +665,7 @@ std::vector<CombineCase> combine_cases() {
 class ValidationCombine : public testing::TestWithParam<CombineCase> {};
 
 TEST_P(ValidationCombine, RejectsBadInput) {
-  CombineSetup setup;
-  ASSERT_TRUE(combine_can_implement(setup.p)) << combine_can_implement(setup.p).message();
-  GetParam().mutate(setup.p);
-  expect_rejected(combine_can_implement(setup.p), "combine_can_implement", GetParam().code,
-                  GetParam().arg, GetParam().expected);
+  check_rejected<CombineSetup>(GetParam(), combine_can_implement, "combine_can_implement");
 }
 
 INSTANTIATE_TEST_SUITE_P(Validation, ValidationCombine, testing::ValuesIn(combine_cases()),
@@ -690,12 +679,7 @@ TEST(ValidationCombineOk, AcceptsSupportedVariants) {
       {"sparse-style items", [](CombineParams& p) { p.q_tokens_per_item = 1; }},
       {"fp16 out", [](CombineParams& p) { p.out_dtype = DType::kFP16; }},
   };
-  for (const auto& [what, mutate] : variants) {
-    CombineSetup setup;
-    mutate(setup.p);
-    const Status status = combine_can_implement(setup.p);
-    EXPECT_TRUE(status) << what << ": " << status.message();
-  }
+  check_accepted<CombineSetup>(variants, combine_can_implement);
 }
 
 // ===========================================================================
