@@ -178,6 +178,26 @@ Status dense_decode_shape(const char* entry, const TensorRef& q, const TensorRef
   return Status::ok();
 }
 
+// out [batch, s_q, h_q, d_v] and lse [batch, h_q, s_q] of a decode call (the
+// shape already in p->shape): sizes and layout checked, pointers and strides
+// copied. The out dtype is each family's own check.
+template <class Params>
+Status bind_decode_outputs(const char* entry, const TensorRef& out, const TensorRef& lse, Params* p) {
+  const auto& s = p->shape;
+  OPENMLA_RETURN_IF_ERROR(
+      check_sizes(entry, "out", out, {s.batch, s.s_q, s.h_q, -1}, "([batch, s_q, h_q, d_v])"));
+  OPENMLA_RETURN_IF_ERROR(check_inner_contiguous(entry, "out", out));
+  OPENMLA_RETURN_IF_ERROR(check_rank(entry, "lse", lse, 3, "[batch, h_q, s_q]"));
+  OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "lse", lse, "float32"));
+  OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "lse", lse, {s.batch, s.h_q, s.s_q}, "([batch, h_q, s_q])"));
+  OPENMLA_RETURN_IF_ERROR(check_inner_contiguous(entry, "lse", lse));
+  p->out = const_cast<void*>(address(out));
+  p->out_stride_b = out.strides[0], p->out_stride_s = out.strides[1], p->out_stride_h = out.strides[2];
+  p->lse = static_cast<float*>(const_cast<void*>(address(lse)));
+  p->lse_stride_b = lse.strides[0], p->lse_stride_h = lse.strides[1];
+  return Status::ok();
+}
+
 Status dense_decode_params(const char* entry, const DenseDecodeTensors& t, float softmax_scale, bool causal,
                            DenseDecodeParams* params) {
   const TensorRef& q = *t.q;
@@ -192,14 +212,8 @@ Status dense_decode_params(const char* entry, const DenseDecodeTensors& t, float
   DenseDecodeShape& s = p.shape;
   OPENMLA_RETURN_IF_ERROR(dense_decode_shape(entry, q, *t.kv_cache, *t.block_table, d_v, &s));
   OPENMLA_RETURN_IF_ERROR(to_dtype(entry, "out", out, "one of {bfloat16, float16}", &s.out_dtype));
-  OPENMLA_RETURN_IF_ERROR(
-      check_sizes(entry, "out", out, {s.batch, s.s_q, s.h_q, -1}, "([batch, s_q, h_q, d_v])"));
-  OPENMLA_RETURN_IF_ERROR(check_inner_contiguous(entry, "out", out));
+  OPENMLA_RETURN_IF_ERROR(bind_decode_outputs(entry, out, lse, &p));
   OPENMLA_RETURN_IF_ERROR(check_optional_vector(entry, "seqlens", t.seqlens, s.batch, "([batch])", "int32"));
-  OPENMLA_RETURN_IF_ERROR(check_rank(entry, "lse", lse, 3, "[batch, h_q, s_q]"));
-  OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "lse", lse, "float32"));
-  OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "lse", lse, {s.batch, s.h_q, s.s_q}, "([batch, h_q, s_q])"));
-  OPENMLA_RETURN_IF_ERROR(check_inner_contiguous(entry, "lse", lse));
   OPENMLA_RETURN_IF_ERROR(check_scale(entry, "q_scale", t.q_scale));
   OPENMLA_RETURN_IF_ERROR(check_scale(entry, "kv_scale", t.kv_scale));
 
@@ -213,10 +227,6 @@ Status dense_decode_params(const char* entry, const DenseDecodeTensors& t, float
   p.block_table = static_cast<const int32_t*>(address(table));
   p.block_table_stride_b = table.strides[0];
   p.seqlens = t.seqlens ? static_cast<const int32_t*>(address(*t.seqlens)) : nullptr;
-  p.out = const_cast<void*>(address(out));
-  p.out_stride_b = out.strides[0], p.out_stride_s = out.strides[1], p.out_stride_h = out.strides[2];
-  p.lse = static_cast<float*>(const_cast<void*>(address(lse)));
-  p.lse_stride_b = lse.strides[0], p.lse_stride_h = lse.strides[1];
   p.q_scale = t.q_scale ? static_cast<const float*>(address(*t.q_scale)) : nullptr;
   p.kv_scale = t.kv_scale ? static_cast<const float*>(address(*t.kv_scale)) : nullptr;
   p.softmax_scale = softmax_scale;
@@ -279,13 +289,7 @@ Status sparse_decode_params(const char* entry, const SparseDecodeTensors& t, flo
   SparseDecodeShape& s = p.shape;
   OPENMLA_RETURN_IF_ERROR(sparse_decode_shape(entry, *t.q, *t.kv_cache, *t.indices, d_v, &s));
   OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "out", out, "bfloat16"));
-  OPENMLA_RETURN_IF_ERROR(
-      check_sizes(entry, "out", out, {s.batch, s.s_q, s.h_q, -1}, "([batch, s_q, h_q, d_v])"));
-  OPENMLA_RETURN_IF_ERROR(check_inner_contiguous(entry, "out", out));
-  OPENMLA_RETURN_IF_ERROR(check_rank(entry, "lse", lse, 3, "[batch, h_q, s_q]"));
-  OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "lse", lse, "float32"));
-  OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "lse", lse, {s.batch, s.h_q, s.s_q}, "([batch, h_q, s_q])"));
-  OPENMLA_RETURN_IF_ERROR(check_inner_contiguous(entry, "lse", lse));
+  OPENMLA_RETURN_IF_ERROR(bind_decode_outputs(entry, out, lse, &p));
   OPENMLA_RETURN_IF_ERROR(
       check_optional_vector(entry, "topk_length", t.topk_length, s.batch, "([batch])", "int32"));
   OPENMLA_RETURN_IF_ERROR(
@@ -303,10 +307,6 @@ Status sparse_decode_params(const char* entry, const SparseDecodeTensors& t, flo
   p.indices_stride_b = indices.strides[0], p.indices_stride_s = indices.strides[1];
   p.topk_length = t.topk_length ? static_cast<const int32_t*>(address(*t.topk_length)) : nullptr;
   p.attn_sink = t.attn_sink ? static_cast<const float*>(address(*t.attn_sink)) : nullptr;
-  p.out = const_cast<void*>(address(out));
-  p.out_stride_b = out.strides[0], p.out_stride_s = out.strides[1], p.out_stride_h = out.strides[2];
-  p.lse = static_cast<float*>(const_cast<void*>(address(lse)));
-  p.lse_stride_b = lse.strides[0], p.lse_stride_h = lse.strides[1];
   p.softmax_scale = softmax_scale;
   *params = p;
   return Status::ok();
