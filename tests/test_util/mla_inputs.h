@@ -416,6 +416,63 @@ inline void poison_sparse_token(uint8_t* token /*[656]*/) {
   for (int i = 0; i < kHeadDimRope; ++i) std::memcpy(token + kSparseFp8RopeOffset + 2 * i, &kBf16NaN, 2);
 }
 
+// ---------------------------------------------------------------------------
+// Shared by the sparse generators: per-row counted lengths, attention sinks
+// (with +inf and -inf heads) and index rows mixing live, dead and invalid tokens.
+// ---------------------------------------------------------------------------
+inline void fill_topk_lengths(Rng& rng, HostVector<int32_t>& lengths, int count, int topk) {  // [count]
+  lengths.resize(static_cast<size_t>(count));
+  for (int32_t& length : lengths) length = rng.uniform_int(0, topk);
+}
+
+inline void fill_attn_sink(Rng& rng, HostVector<float>& sink, int h_q) {  // [h_q]
+  sink.resize(static_cast<size_t>(h_q));
+  for (float& x : sink) x = rng.uniform(1.0f, 7.0f);
+  sink[0] = std::numeric_limits<float>::infinity();
+  if (h_q > 1) sink[1] = -std::numeric_limits<float>::infinity();
+}
+
+// Fractions of the counted positions that hold each kind of invalid index.
+struct InvalidIndexMix {
+  double invalid;       // -1
+  double out_of_range;  // >= num_tokens
+  double negative;      // other negative values
+};
+
+// One row of `topk` indices: positions past `counted` point at dead tokens
+// (invalid ones when none are dead), a `no_valid` row holds only invalid
+// indices, and counted positions follow `mix`, else a random live token.
+inline void fill_index_row(Rng& rng, int32_t* row, int topk, int32_t counted, bool no_valid, int64_t num_tokens,
+                           const InvalidIndexMix& mix, const std::vector<int32_t>& live,
+                           const std::vector<int32_t>& dead) {
+  const auto pick_invalid = [&]() -> int32_t {
+    const int kind = rng.uniform_int(0, 2);
+    if (kind == 0) return -1;
+    if (kind == 1) return static_cast<int32_t>(num_tokens + rng.uniform_int(0, 1000));
+    return -rng.uniform_int(2, 1 << 20);
+  };
+  const double invalid_total = mix.invalid + mix.out_of_range + mix.negative;
+  for (int k = 0; k < topk; ++k) {
+    int32_t index;
+    if (k >= counted) {
+      index = dead.empty() ? pick_invalid() : dead[rng.uniform_int(0, static_cast<int>(dead.size()) - 1)];
+    } else if (no_valid) {
+      index = pick_invalid();
+    } else {
+      const double u = rng.uniform(0.0f, 1.0f);
+      if (u < mix.invalid)
+        index = -1;
+      else if (u < mix.invalid + mix.out_of_range)
+        index = static_cast<int32_t>(num_tokens + rng.uniform_int(0, 1000));
+      else if (u < invalid_total)
+        index = -rng.uniform_int(2, 1 << 20);
+      else
+        index = live[rng.uniform_int(0, static_cast<int>(live.size()) - 1)];
+    }
+    row[k] = index;
+  }
+}
+
 inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& config, uint64_t seed) {
   Rng rng(seed);
   SparseDecodeInputs in;
@@ -497,51 +554,18 @@ inline SparseDecodeInputs make_sparse_decode_inputs(const SparseDecodeConfig& co
   }
 
   // ---- topk_length and sinks ----
-  if (config.use_topk_length) {
-    in.topk_length.resize(sh.batch);
-    for (int b = 0; b < sh.batch; ++b) in.topk_length[b] = rng.uniform_int(0, sh.topk);
-  }
-  if (config.use_attn_sink) {
-    in.attn_sink.resize(sh.h_q);
-    for (int h = 0; h < sh.h_q; ++h) in.attn_sink[h] = rng.uniform(1.0f, 7.0f);
-    in.attn_sink[0] = std::numeric_limits<float>::infinity();
-    if (sh.h_q > 1) in.attn_sink[1] = -std::numeric_limits<float>::infinity();
-  }
+  if (config.use_topk_length) fill_topk_lengths(rng, in.topk_length, sh.batch, sh.topk);
+  if (config.use_attn_sink) fill_attn_sink(rng, in.attn_sink, sh.h_q);
 
   // ---- indices: valid -> live tokens; uncounted positions -> dead tokens ----
   in.indices.assign(static_cast<size_t>(sh.batch * in.indices_stride_b), -1);
-  const auto pick_invalid = [&]() -> int32_t {
-    const int kind = rng.uniform_int(0, 2);
-    if (kind == 0) return -1;
-    if (kind == 1) return static_cast<int32_t>(num_tokens + rng.uniform_int(0, 1000));
-    return -rng.uniform_int(2, 1 << 20);
-  };
-  const double invalid_total =
-      config.invalid_fraction + config.out_of_range_fraction + config.negative_fraction;
+  const InvalidIndexMix mix{config.invalid_fraction, config.out_of_range_fraction, config.negative_fraction};
   for (int b = 0; b < sh.batch; ++b) {
     const int32_t counted = in.topk_length.empty() ? sh.topk : in.topk_length[b];
     for (int s = 0; s < sh.s_q; ++s) {
       int32_t* index_row = in.indices.data() + b * in.indices_stride_b + s * in.indices_stride_s;
       const bool no_valid = config.all_invalid_row && b == sh.batch - 1 && s == 0;
-      for (int k = 0; k < sh.topk; ++k) {
-        int32_t index;
-        if (k >= counted) {
-          index = dead.empty() ? pick_invalid() : dead[rng.uniform_int(0, static_cast<int>(dead.size()) - 1)];
-        } else if (no_valid) {
-          index = pick_invalid();
-        } else {
-          const double u = rng.uniform(0.0f, 1.0f);
-          if (u < config.invalid_fraction)
-            index = -1;
-          else if (u < config.invalid_fraction + config.out_of_range_fraction)
-            index = static_cast<int32_t>(num_tokens + rng.uniform_int(0, 1000));
-          else if (u < invalid_total)
-            index = -rng.uniform_int(2, 1 << 20);
-          else
-            index = live[rng.uniform_int(0, static_cast<int>(live.size()) - 1)];
-        }
-        index_row[k] = index;
-      }
+      fill_index_row(rng, index_row, sh.topk, counted, no_valid, num_tokens, mix, live, dead);
     }
   }
 
@@ -662,49 +686,16 @@ inline SparsePrefillInputs make_sparse_prefill_inputs(const SparsePrefillConfig&
     live.push_back(t);
   }
 
-  if (config.use_topk_length) {
-    in.topk_length.resize(sh.s_q);
-    for (int s = 0; s < sh.s_q; ++s) in.topk_length[s] = rng.uniform_int(0, sh.topk);
-  }
-  if (config.use_attn_sink) {
-    in.attn_sink.resize(sh.h_q);
-    for (int h = 0; h < sh.h_q; ++h) in.attn_sink[h] = rng.uniform(1.0f, 7.0f);
-    in.attn_sink[0] = std::numeric_limits<float>::infinity();
-    if (sh.h_q > 1) in.attn_sink[1] = -std::numeric_limits<float>::infinity();
-  }
+  if (config.use_topk_length) fill_topk_lengths(rng, in.topk_length, sh.s_q, sh.topk);
+  if (config.use_attn_sink) fill_attn_sink(rng, in.attn_sink, sh.h_q);
 
   in.indices.assign(static_cast<size_t>(sh.s_q * in.indices_stride_s), -1);
-  const auto pick_invalid = [&]() -> int32_t {
-    const int kind = rng.uniform_int(0, 2);
-    if (kind == 0) return -1;
-    if (kind == 1) return sh.s_kv + rng.uniform_int(0, 1000);
-    return -rng.uniform_int(2, 1 << 20);
-  };
-  const double invalid_total =
-      config.invalid_fraction + config.out_of_range_fraction + config.negative_fraction;
+  const InvalidIndexMix mix{config.invalid_fraction, config.out_of_range_fraction, config.negative_fraction};
   for (int s = 0; s < sh.s_q; ++s) {
     const int32_t counted = in.topk_length.empty() ? sh.topk : in.topk_length[s];
     const bool no_valid = config.all_invalid_row && s == sh.s_q - 1;
-    int32_t* index_row = in.indices.data() + s * in.indices_stride_s;
-    for (int k = 0; k < sh.topk; ++k) {
-      int32_t index;
-      if (k >= counted) {
-        index = dead.empty() ? pick_invalid() : dead[rng.uniform_int(0, static_cast<int>(dead.size()) - 1)];
-      } else if (no_valid) {
-        index = pick_invalid();
-      } else {
-        const double u = rng.uniform(0.0f, 1.0f);
-        if (u < config.invalid_fraction)
-          index = -1;
-        else if (u < config.invalid_fraction + config.out_of_range_fraction)
-          index = sh.s_kv + rng.uniform_int(0, 1000);
-        else if (u < invalid_total)
-          index = -rng.uniform_int(2, 1 << 20);
-        else
-          index = live[rng.uniform_int(0, static_cast<int>(live.size()) - 1)];
-      }
-      index_row[k] = index;
-    }
+    fill_index_row(rng, in.indices.data() + s * in.indices_stride_s, sh.topk, counted, no_valid, sh.s_kv, mix, live,
+                   dead);
   }
 
   in.out.assign(static_cast<size_t>(sh.s_q * in.out_stride_s), kBf16NaN);
