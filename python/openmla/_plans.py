@@ -104,6 +104,34 @@ class _Plan:
         self.max_parts = options.max_parts
         self.min_parts = options.min_parts
 
+    # The family's planner and tensor-shape reader (set by each subclass).
+    _plan_fn = None   # _C.plan_*_decode(shape, DeviceInfo, PlanOptions)
+    _shape_fn = None  # _C.*_decode_shape(q, cache, table_or_indices, d_v)
+
+    def _init_from_shape(self, shape, device: DeviceLike, max_parts: int, min_parts: int) -> None:
+        info, options = device_info(device), plan_options(max_parts, min_parts)
+        self.shape = shape
+        _Plan.__init__(self, type(self)._plan_fn(shape, info, options), info, options, _plan_device(device))
+
+    @classmethod
+    def for_tensors(cls, q: torch.Tensor, kv_cache: torch.Tensor, index: torch.Tensor, /, *,
+                    d_v: int = _C.HEAD_DIM_V, device: DeviceLike = None, max_parts: int = 0,
+                    min_parts: int = 0) -> "_Plan":
+        """The plan for these tensors' shapes (their values are not read).
+
+        index: block_table [batch, max_pages_per_seq] (dense) or indices [batch, s_q, topk] (sparse).
+        """
+        plan = cls.__new__(cls)
+        shape = cls._shape_fn(ref(q), ref(kv_cache), ref(index), d_v)
+        plan._init_from_shape(shape, q.device if device is None else device, max_parts, min_parts)
+        return plan
+
+    def check_tensors(self, q: torch.Tensor, kv_cache: torch.Tensor, index: torch.Tensor, d_v: int) -> None:
+        """Raises ValueError (with the C++ message) when the tensors need another plan."""
+        shape = type(self)._shape_fn(ref(q), ref(kv_cache), ref(index), d_v)
+        expected = type(self)._plan_fn(shape, self.device_info, self.options)
+        _C.check_plan_matches(self._entry, self._plan, expected)
+
     @property
     def options(self) -> "_C.PlanOptions":
         return plan_options(self.max_parts, self.min_parts)
@@ -151,6 +179,8 @@ class DensePlan(_Plan):
     """
 
     _entry = "dense_decode"
+    _plan_fn = staticmethod(_C.plan_dense_decode)
+    _shape_fn = staticmethod(_C.dense_decode_shape)
 
     def __init__(self, *, batch: int, h_q: int, num_pages: int, max_pages_per_seq: int, s_q: int = 1,
                  h_kv: int = 1, page_size: int = 64, d_qk: int = _C.HEAD_DIM_QK, d_v: int = _C.HEAD_DIM_V,
@@ -164,28 +194,6 @@ class DensePlan(_Plan):
         shape.out_dtype = _C.DType.bf16 if dtype == torch.float8_e4m3fn else shape.q_dtype
         self._init_from_shape(shape, device, max_parts, min_parts)
 
-    def _init_from_shape(self, shape, device: DeviceLike, max_parts: int, min_parts: int) -> None:
-        info, options = device_info(device), plan_options(max_parts, min_parts)
-        self.shape = shape
-        super().__init__(_C.plan_dense_decode(shape, info, options), info, options, _plan_device(device))
-
-    @classmethod
-    def for_tensors(cls, q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, *,
-                    d_v: int = _C.HEAD_DIM_V, device: DeviceLike = None, max_parts: int = 0,
-                    min_parts: int = 0) -> "DensePlan":
-        """The plan for these tensors' shapes (their values are not read)."""
-        plan = cls.__new__(cls)
-        shape = _C.dense_decode_shape(ref(q), ref(kv_cache), ref(block_table), d_v)
-        plan._init_from_shape(shape, q.device if device is None else device, max_parts, min_parts)
-        return plan
-
-    def check_tensors(self, q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
-                      d_v: int) -> None:
-        """Raises ValueError (with the C++ message) when the tensors need another plan."""
-        shape = _C.dense_decode_shape(ref(q), ref(kv_cache), ref(block_table), d_v)
-        expected = _C.plan_dense_decode(shape, self.device_info, self.options)
-        _C.check_plan_matches(self._entry, self._plan, expected)
-
 
 class SparsePlan(_Plan):
     """Plan for sparse decode over the 656-byte FP8 cache (DeepSeek-V3.2).
@@ -195,6 +203,8 @@ class SparsePlan(_Plan):
     """
 
     _entry = "sparse_decode"
+    _plan_fn = staticmethod(_C.plan_sparse_decode)
+    _shape_fn = staticmethod(_C.sparse_decode_shape)
 
     def __init__(self, *, batch: int, h_q: int, topk: int, num_pages: int, s_q: int = 1,
                  page_size: int = 64, d_qk: int = _C.HEAD_DIM_QK, d_v: int = _C.HEAD_DIM_V,
@@ -204,21 +214,3 @@ class SparsePlan(_Plan):
         shape.d_qk, shape.d_v, shape.page_size, shape.num_pages = d_qk, d_v, page_size, num_pages
         self._init_from_shape(shape, device, max_parts, min_parts)
 
-    def _init_from_shape(self, shape, device: DeviceLike, max_parts: int, min_parts: int) -> None:
-        info, options = device_info(device), plan_options(max_parts, min_parts)
-        self.shape = shape
-        super().__init__(_C.plan_sparse_decode(shape, info, options), info, options, _plan_device(device))
-
-    @classmethod
-    def for_tensors(cls, q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, *,
-                    d_v: int = _C.HEAD_DIM_V, device: DeviceLike = None, max_parts: int = 0,
-                    min_parts: int = 0) -> "SparsePlan":
-        plan = cls.__new__(cls)
-        shape = _C.sparse_decode_shape(ref(q), ref(kv_cache), ref(indices), d_v)
-        plan._init_from_shape(shape, q.device if device is None else device, max_parts, min_parts)
-        return plan
-
-    def check_tensors(self, q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, d_v: int) -> None:
-        shape = _C.sparse_decode_shape(ref(q), ref(kv_cache), ref(indices), d_v)
-        expected = _C.plan_sparse_decode(shape, self.device_info, self.options)
-        _C.check_plan_matches(self._entry, self._plan, expected)
