@@ -92,6 +92,12 @@ constexpr size_t partial_accumulator_bytes(int num_parts, int rows_per_item, int
 // Query rows per CTA (one WGMMA M tile).
 inline constexpr int kQueryRowsPerTile = 64;
 
+// Sparse decode: query heads per CTA (the WGMMA N of its transposed tiles).
+// Larger h_q runs as h_q / 32 CTAs per part, one thread-block cluster that
+// dequantises each token once and shares it through distributed shared memory.
+inline constexpr int kSparseHeadsPerCta = 32;
+constexpr int sparse_q_groups(int h_q) { return h_q <= kSparseHeadsPerCta ? 1 : h_q / kSparseHeadsPerCta; }
+
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
                          const PlanOptions& options = {});
 Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& device,

@@ -114,7 +114,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.num_items = shape.batch * shape.s_q;
   result.q_tokens_per_item = 1;
   result.rows_per_item = shape.h_q;
-  result.num_q_groups = (shape.h_q + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
+  result.num_q_groups = sparse_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
   finish_plan(&result, device, options);

@@ -55,6 +55,33 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) {
       : "memory");
 }
 
+// ---- cluster (distributed shared memory) ------------------------------------------
+// Address of the same smem object in CTA `rank` of the cluster.
+//   https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-mapa
+__device__ __forceinline__ uint32_t map_to_cluster_rank(const void* ptr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(ptr)), "r"(rank));
+  return remote;
+}
+
+// One arrival on an mbarrier of another CTA of the cluster, ordering this
+// thread's earlier reads and writes before it (release at cluster scope).
+__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
+}
+
+// mbarrier_wait with acquire at cluster scope: for phases that other CTAs'
+// arrivals complete.
+__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* bar, uint32_t phase) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n\t"
+      "wait_%=:\n\t"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra wait_%=;\n\t}" ::"r"(smem_u32(bar)),
+      "r"(phase)
+      : "memory");
+}
+
 // ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------
 __device__ __forceinline__ void named_barrier_sync(int id, int num_threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(num_threads) : "memory");

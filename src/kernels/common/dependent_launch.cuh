@@ -31,10 +31,11 @@ __device__ __forceinline__ void allow_next_grid() {
 }
 
 // Launches `kernel` as a programmatic dependent of the previous work in
-// `stream` (raising its dynamic shared-memory limit first when needed).
+// `stream` (raising its dynamic shared-memory limit first when needed), in
+// thread-block clusters of `cluster_x` CTAs along x when it is above 1.
 template <class... KernelArgs, class... Args>
 Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, int smem_bytes,
-                        cudaStream_t stream, Args&&... args) {
+                        cudaStream_t stream, int cluster_x, Args&&... args) {
   constexpr int kDefaultSmemLimit = 48 * 1024;
   if (smem_bytes > kDefaultSmemLimit) {
     const cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
@@ -43,16 +44,20 @@ Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 gr
                                 std::to_string(smem_bytes) + ") failed: " + cudaGetErrorString(error));
     }
   }
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = 1;
+  attributes[1].id = cudaLaunchAttributeClusterDimension;
+  attributes[1].val.clusterDim.x = unsigned(cluster_x);
+  attributes[1].val.clusterDim.y = 1;
+  attributes[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = size_t(smem_bytes);
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = cluster_x > 1 ? 2 : 1;
   const cudaError_t error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (error != cudaSuccess) {
     return Status::cuda_error(std::string(name) + ": kernel launch failed: " + cudaGetErrorString(error));

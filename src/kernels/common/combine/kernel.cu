@@ -150,13 +150,13 @@ Status launch_for(const CombineParams& params, int rows_per_item, cudaStream_t s
   const dim3 block(kThreads);
   if (rows_per_item <= kFewRows) {
     const dim3 grid(unsigned(params.num_entries), unsigned(rows_per_item));
-    return common::launch_dependent("combine", &combine_kernel<Out, 4>, grid, block, 0, stream, params,
+    return common::launch_dependent("combine", &combine_kernel<Out, 4>, grid, block, 0, stream, 1, params,
                                     rows_per_item);
   }
   constexpr int kRowsPerCta = kThreads / kWarpSize;
   const dim3 grid(unsigned(params.num_entries),
                   unsigned(std::min((rows_per_item + kRowsPerCta - 1) / kRowsPerCta, kMaxGridY)));
-  return common::launch_dependent("combine", &combine_kernel<Out, 1>, grid, block, 0, stream, params, rows_per_item);
+  return common::launch_dependent("combine", &combine_kernel<Out, 1>, grid, block, 0, stream, 1, params, rows_per_item);
 }
 
 }  // namespace

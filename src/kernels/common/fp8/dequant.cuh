@@ -10,9 +10,12 @@
 // e4m3 * scale, exactly when the scale is a power of two (the 656-byte cache
 // format's scales are: 2^ceil(log2(amax / 448))).
 //
-// Cost per 4 values: 2 PRMT + 2 SHF + 4 LOP3 + 2 HMUL2.BF16, versus 2 F2FP +
-// 4 HADD2.F32 + 2 F2FP through the quarter-rate conversion pipe for the usual
-// e4m3 -> f16 -> f32 -> bf16 chain.
+// Two lanes at a time: PRMT in sign-extension mode widens two bytes to int16
+// lanes, a 32-bit shift by 4 puts b's low 7 bits at [10:4] and a sign copy at
+// bit 15, and one AND with 0x87f0 per lane clears the rest (including the 4
+// bits the shift carries from the low lane into the high one). Cost per 4
+// values: 2 PRMT + 2 SHL + 2 LOP3 + 2 HMUL2.BF16, all full-rate, versus the
+// quarter-rate conversion chain e4m3 -> f16 -> f32 -> bf16.
 //
 // NOTE: e4m3 NaN codes (0x7f / 0xff) are not preserved (they decode as 480 *
 // 2^-120 * f); the cache quantiser never writes them.
@@ -33,16 +36,24 @@ inline constexpr float kMaxSingleStepScale = 0x1p7f;
 inline constexpr float kTwoStepFirst = 0x1p64f;
 inline constexpr float kTwoStepSecond = 0x1p56f;
 
+// PRMT with the selector's sign-replication bit honoured (__byte_perm keeps
+// only the low 3 bits of each selector nibble).
+template <uint32_t kSelector>
+__device__ __forceinline__ uint32_t prmt_sign(uint32_t x) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(d) : "r"(x), "n"(kSelector));
+  return d;
+}
+
 // One 32-bit word of four e4m3 codes [b3 b2 b1 b0] -> two bf16x2 words
 // (lo = {b0, b1}, hi = {b2, b3}, first value in the low half), each value
 // being e4m3 * 2^-120.
 __device__ __forceinline__ void e4m3x4_to_bf16x4_biased(uint32_t codes, uint32_t& lo, uint32_t& hi) {
-  constexpr uint32_t kSignMask = 0x80008000u;
-  constexpr uint32_t kMagnitudeMask = 0x07f007f0u;  // (b & 0x7f) << 4 in each 16-bit lane
-  const uint32_t spread_lo = __byte_perm(codes, 0u, 0x1404);  // [b1 0 b0 0]
-  const uint32_t spread_hi = __byte_perm(codes, 0u, 0x3424);  // [b3 0 b2 0]
-  lo = (spread_lo & kSignMask) | ((spread_lo >> 4) & kMagnitudeMask);
-  hi = (spread_hi & kSignMask) | ((spread_hi >> 4) & kMagnitudeMask);
+  constexpr uint32_t kLanesLo = 0x9180u;  // bytes {b0, sign(b0), b1, sign(b1)}
+  constexpr uint32_t kLanesHi = 0xb3a2u;  // bytes {b2, sign(b2), b3, sign(b3)}
+  constexpr uint32_t kKeepMask = 0x87f087f0u;  // sign at bit 15, b & 0x7f at [10:4], per lane
+  lo = (prmt_sign<kLanesLo>(codes) << 4) & kKeepMask;
+  hi = (prmt_sign<kLanesHi>(codes) << 4) & kKeepMask;
 }
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, __nv_bfloat162 b) {
@@ -51,23 +62,25 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, __nv_bfloat162 b) {
   return *reinterpret_cast<uint32_t*>(&x);
 }
 
-// Sixteen e4m3 codes times `scale` -> sixteen bf16 values (out[0..7] are
-// bf16x2 words, in order). `scale` is the group's power-of-two scale.
-__device__ __forceinline__ void dequant_e4m3x16_to_bf16(const uint4& codes, float scale, uint32_t (&out)[8]) {
-  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) e4m3x4_to_bf16x4_biased(words[i], out[2 * i], out[2 * i + 1]);
+// Eight e4m3 codes (two words) times `scale` -> eight bf16 values, one
+// 16-byte unit (out.x = values 0-1, ...). `scale` is the group's power-of-two
+// scale; scale 0 gives zeros.
+__device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16(uint32_t codes_lo, uint32_t codes_hi, float scale) {
+  uint32_t w[4];
+  e4m3x4_to_bf16x4_biased(codes_lo, w[0], w[1]);
+  e4m3x4_to_bf16x4_biased(codes_hi, w[2], w[3]);
   if (scale <= kMaxSingleStepScale) {
     const __nv_bfloat162 factor = __float2bfloat162_rn(scale * kE4m3ToBf16Bias);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = bf16x2_mul(out[i], factor);
+    for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(w[i], factor);
   } else {
     // NOTE: rare (values above 448 * 128); exact for scales up to 2^71.
     const __nv_bfloat162 first = __float2bfloat162_rn(kTwoStepFirst);
     const __nv_bfloat162 second = __float2bfloat162_rn(scale * kTwoStepSecond);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = bf16x2_mul(bf16x2_mul(out[i], first), second);
+    for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(bf16x2_mul(w[i], first), second);
   }
+  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 }  // namespace openmla::kernels::common

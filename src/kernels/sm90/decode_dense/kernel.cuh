@@ -281,7 +281,7 @@ template <DType kDType, int kHeadDimQK>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
   using KernelTraits = Traits<kDType, kHeadDimQK>;
   return common::launch_dependent("decode_dense", &decode_dense_kernel<KernelTraits>, grid, dim3(kNumThreads),
-                                  KernelTraits::kSmemBytes, stream, params);
+                                  KernelTraits::kSmemBytes, stream, 1, params);
 }
 
 }  // namespace openmla::kernels::decode_dense

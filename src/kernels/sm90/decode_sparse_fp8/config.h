@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "openmla/plan.h"
 #include "openmla/schedule.h"
 #include "openmla/status.h"
 #include "openmla/types.h"
@@ -20,57 +21,49 @@ namespace openmla::kernels::decode_sparse_fp8 {
 inline constexpr int BLOCK_N = kKvBlockTokens;  // KV tokens (index positions) per stage
 inline constexpr int HEAD_DIM_QK = kHeadDimQK;  // 576
 inline constexpr int HEAD_DIM_V = kHeadDimV;    // 512
-inline constexpr int HEAD_DIM_V_HALF = HEAD_DIM_V / 2;  // O^T rows per consumer warpgroup
-inline constexpr int kMaxHeadsPerCta = 64;      // one q-group of the plan
+inline constexpr int kMaxHeadsPerCta = kSparseHeadsPerCta;  // 32
+inline constexpr int kMaxClusterSize = 4;       // h_q = 128: four CTAs of 32 heads
 inline constexpr int kChunkCols = 64;           // one 128-byte swizzle row of bf16
 inline constexpr int kNumStages = 2;            // bf16 K/V ring depth (72 KB a stage)
 static_assert(BLOCK_N == 64, "the schedule's KV block is 64 index positions");
 
-constexpr bool heads_per_cta_supported(int heads) {
-  return heads == 8 || heads == 16 || heads == 32 || heads == 64;
+// Heads per CTA and CTAs per cluster for a head count: h_q <= 32 runs in one
+// CTA; 64 and 128 as clusters of 2 and 4 CTAs of 32 heads.
+constexpr int heads_per_cta(int h_q) { return h_q < kMaxHeadsPerCta ? h_q : kMaxHeadsPerCta; }
+constexpr int cluster_size(int h_q) { return sparse_q_groups(h_q); }
+constexpr bool kernel_supported(int heads, int cluster) {
+  return ((heads == 8 || heads == 16) && cluster == 1) ||
+         (heads == 32 && (cluster == 1 || cluster == 2 || cluster == 4));
 }
 
 // ---- warp roles ---------------------------------------------------------------------------
-// warpgroup 0: producer. Each warp owns 16 token rows of every stage: it loads
-//              the indices, prefetches the 656-byte tokens into L2, dequantises
-//              the FP8 latent part into the bf16 stage and cp.asyncs the RoPE
-//              part; all 128 threads gather Q once per item.
-// warpgroup 1: S^T = K.Q^T, masked online softmax over tokens, P^T -> smem,
-//              O^T[0:256) += V^T.P^T
-// warpgroup 2: O^T[256:512) += V^T.P^T with P^T and the column scales from smem
+// warpgroup 0:    consumer. S^T = K.Q^T, masked online softmax over tokens,
+//                 P^T -> smem, O^T += V^T.P^T (the whole 512 x N).
+// warpgroups 1-2: producers (8 warps). Warp w owns token rows 8w .. 8w + 7 of
+//                 every stage: their indices, validity and RoPE (cp.async) in
+//                 its own CTA. Of those 8 rows, cluster rank r dequantises rows
+//                 r R .. r R + R - 1 (R = 8 / cluster size) and copies them
+//                 into the other CTAs of the cluster (DSMEM bulk copies).
 inline constexpr int kWarpgroupThreads = 128;
 inline constexpr int kNumWarpgroups = 3;
 inline constexpr int kNumThreads = kNumWarpgroups * kWarpgroupThreads;
 inline constexpr int kWarpSize = 32;
 inline constexpr int kWarpsPerWarpgroup = kWarpgroupThreads / kWarpSize;
-inline constexpr int kTokensPerProducerWarp = BLOCK_N / kWarpsPerWarpgroup;  // 16
-inline constexpr int kTokensInFlight = 8;  // per-warp register lookahead of token loads
-static_assert(kTokensPerProducerWarp % kTokensInFlight == 0, "buffer slots must be static");
-// setmaxnreg after the role split (per thread), by heads per CTA. NOTE:
-// setmaxnreg.inc only takes registers that a setmaxnreg.dec of the same CTA
-// released, so the three must sum to at most the entry allocation (168 x 3,
-// ptxas's cap for 384 threads at one CTA per SM), not 65536 / 128: more
-// blocks the increasing warpgroup forever.
+inline constexpr int kProducerThreads = 2 * kWarpgroupThreads;
+inline constexpr int kNumProducerWarps = kProducerThreads / kWarpSize;  // 8
+inline constexpr int kRowsPerProducerWarp = BLOCK_N / kNumProducerWarps;  // 8
+// setmaxnreg after the role split (per thread). NOTE: setmaxnreg.inc only
+// takes registers that a setmaxnreg.dec of the same CTA released, so the sum
+// must stay within the entry allocation (168 x 3, ptxas's cap for 384
+// threads at one CTA per SM).
 inline constexpr int kEntryRegs = 168;
-struct RegisterSplit {
-  int producer;
-  int softmax;  // WG1: S^T (N / 2) + O^T half (2 N) + softmax state
-  int pv;       // WG2: O^T half (2 N)
-};
-constexpr RegisterSplit register_split(int heads) {
-  return heads == kMaxHeadsPerCta ? RegisterSplit{96, 248, 160} : RegisterSplit{152, 200, 152};
-}
-static_assert(register_split(64).producer + register_split(64).softmax + register_split(64).pv <=
-                  kNumWarpgroups * kEntryRegs &&
-              register_split(32).producer + register_split(32).softmax + register_split(32).pv <=
-                  kNumWarpgroups * kEntryRegs,
+inline constexpr int kConsumerRegs = 232;  // O^T 512 x 32 fp32 is 128 per thread
+inline constexpr int kProducerRegs = 136;
+static_assert(kConsumerRegs + 2 * kProducerRegs <= kNumWarpgroups * kEntryRegs,
               "register reconfiguration must be balanced");
 
 // Named barriers (0 is __syncthreads).
-inline constexpr int kBarrierPFull = 1;     // P^T + column scales published (WG1 + WG2 sync)
-inline constexpr int kBarrierPEmpty = 2;    // WG2 done reading P^T (WG2 arrive, WG1 sync)
-inline constexpr int kBarrierSoftmaxWg = 3; // cross-warp reductions inside WG1
-inline constexpr int kBarrierPThreads = 2 * kWarpgroupThreads;
+inline constexpr int kBarrierConsumer = 1;  // the consumer warpgroup's own reductions and P^T publish
 
 // ---- kernel parameters -------------------------------------------------------------------
 struct KernelParams {
@@ -103,8 +96,8 @@ struct KernelParams {
   int h_q;
 };
 
-// One instantiation per heads-per-CTA: instantiations/heads_<N>.cu.
-template <int kHeadsPerCta>
+// One instantiation per (heads per CTA, cluster size): instantiations/*.cu.
+template <int kHeadsPerCta, int kClusterSize>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::decode_sparse_fp8

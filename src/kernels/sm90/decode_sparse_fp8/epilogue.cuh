@@ -1,5 +1,5 @@
-// Epilogue of the sm90 sparse FP8 decode kernel: one consumer's 256 x N O^T
-// half, normalised per head column, and the per-head LSE (WG1 only).
+// Epilogue of the sm90 sparse FP8 decode kernel: the consumer's 512 x N O^T,
+// normalised per head column, and the per-head LSE.
 //   item not split: out[b, s, head, :] bf16 (attention sink folded into the
 //                   column norm), lse[b, head, s] natural log; an empty row
 //                   gives O = 0, LSE = +inf
@@ -42,44 +42,42 @@ template <class Traits>
 struct Epilogue {
   // tOrO_rc: (rows = dims, cols = heads) view of the fp32 accumulator;
   // tOcO_rc: the same view of this thread's identity partition of the
-  // 256 x N half, tOcO0_rc: thread 0's (compile-time coordinates).
+  // 512 x N tile, tOcO0_rc: thread 0's (compile-time coordinates);
+  // col_norm: this thread's column factors; head0: the CTA's first head.
   // NOTE: coordinates are this thread's (0, 0) plus thread 0's: the MMA
   // fragment layout is a thread offset plus a value offset without carries.
-  // Building them that way keeps the 2 x 128 coordinates out of registers
-  // (the compiler would otherwise hoist them out of the item loop and spill).
-  template <class TensorORowCol, class TensorCRowCol, class TensorC0RowCol>
-  static __device__ __forceinline__ void store_o(const KernelParams& params, const ItemOutput& target, int q_group,
+  // Building them that way keeps the coordinates out of registers (the
+  // compiler would otherwise hoist them out of the item loop and spill).
+  template <class TensorORowCol, class TensorCRowCol, class TensorC0RowCol, int kCols>
+  static __device__ __forceinline__ void store_o(const KernelParams& params, const ItemOutput& target, int head0,
                                                  const TensorORowCol& tOrO_rc, const TensorCRowCol& tOcO_rc,
-                                                 const TensorC0RowCol& tOcO0_rc, const float* col_norm /*smem [N]*/,
-                                                 int dim_offset) {
+                                                 const TensorC0RowCol& tOcO0_rc, const float (&col_norm)[kCols]) {
     using namespace cute;
-    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;
+    static_assert(decltype(size<1>(tOrO_rc))::value == kCols, "one factor per head column");
     constexpr int kRowsPerThread = decltype(size<0>(tOrO_rc))::value;
-    const int dim0 = int(get<0>(tOcO_rc(0, 0))) + dim_offset;
-    const int h0 = int(get<1>(tOcO_rc(0, 0)));
-    const int head0 = q_group * kMaxHeadsPerCta + h0;
+    const int dim0 = int(get<0>(tOcO_rc(0, 0)));
+    const int head = head0 + int(get<1>(tOcO_rc(0, 0)));
     if (target.partial) {
-      float* base = params.partial_o + (int64_t(target.slot) * params.h_q + head0) * HEAD_DIM_V + dim0;
+      float* base = params.partial_o + (int64_t(target.slot) * params.h_q + head) * HEAD_DIM_V + dim0;
 #pragma unroll
       for (int jj = 0; jj < kCols; ++jj) {
         const int dh = int(get<1>(tOcO0_rc(0, jj)));
-        const float norm = col_norm[h0 + dh];
 #pragma unroll
         for (int i = 0; i < kRowsPerThread; ++i) {
-          base[dh * HEAD_DIM_V + int(get<0>(tOcO0_rc(i, jj)))] = tOrO_rc(i, jj) * norm;
+          base[dh * HEAD_DIM_V + int(get<0>(tOcO0_rc(i, jj)))] = tOrO_rc(i, jj) * col_norm[jj];
         }
       }
     } else {
       uint16_t* base = params.out + target.b * params.out_stride_b + target.s * params.out_stride_s +
-                       head0 * params.out_stride_h + dim0;
+                       head * params.out_stride_h + dim0;
 #pragma unroll
       for (int jj = 0; jj < kCols; ++jj) {
         const int dh = int(get<1>(tOcO0_rc(0, jj)));
-        const float norm = col_norm[h0 + dh];
         uint16_t* row = base + dh * params.out_stride_h;
 #pragma unroll
         for (int i = 0; i < kRowsPerThread; ++i) {
-          row[int(get<0>(tOcO0_rc(i, jj)))] = __bfloat16_as_ushort(__float2bfloat16_rn(tOrO_rc(i, jj) * norm));
+          row[int(get<0>(tOcO0_rc(i, jj)))] =
+              __bfloat16_as_ushort(__float2bfloat16_rn(tOrO_rc(i, jj) * col_norm[jj]));
         }
       }
     }

@@ -1,18 +1,23 @@
 // Main loop pieces of the sm90 sparse FP8 decode kernel: the (item, block)
 // cursor every role walks, the producer (index lookahead, L2 prefetch, FP8 ->
-// BF16 dequantisation, RoPE and Q copies) and the consumer building blocks
-// (the two WGMMA products, column reductions of the transposed scores).
+// BF16 dequantisation, DSMEM copies to the cluster, RoPE and Q copies) and
+// the consumer building blocks (the two WGMMA products, column reductions of
+// the transposed scores).
 //
-// Pipeline: kNumStages = 2 bf16 stages of 64 tokens x 576.
-//   kv_full[s]  (128 arrivals: every producer thread, after its stores,
-//               cp.async completion and proxy fence)        producer -> consumers
-//   kv_empty[s] (256 arrivals: every consumer thread)        consumers -> producer
-//   q_full      (128 arrivals, at the end of an item's first block in the part)
-//   q_empty     (4 arrivals: the warps of WG1, after the item's last S^T)
-// Producer lookahead, per warp (16 token rows of every stage):
-//   indices of block n + 3 loaded, tokens of block n + 2 prefetched into L2
-//   (cp.async.bulk.prefetch, 656 B each), kTokensInFlight token loads in
-//   registers, running into block n + 1.
+// Pipeline: kNumStages = 2 bf16 stages of 64 tokens x 576, in every CTA of
+// the cluster.
+//   kv_full[s]  (256 local producer arrivals after their stores, cp.async
+//               completion and proxy fence, plus the latent bytes of the rows
+//               the other CTAs dequantise: bulk-copy transactions)
+//                                                         producers -> consumer
+//   kv_empty[s] (128 local consumer arrivals + 4 per other CTA: its consumer
+//               warps, remote)                         consumers of all CTAs -> producers
+//   q_full      (256 arrivals, with the stage of an item's first block)
+//   q_empty     (4 arrivals: the consumer warps, after the item's last S^T)
+// Producer lookahead, per warp: one register holds the cache offsets of its 8
+// rows for blocks n .. n + 3 (8 lanes a block), raw indices of n + 4 wait in
+// another; tokens of n + 3 are prefetched into L2; kBlocksInFlight blocks of
+// its own rows are loaded into registers ahead of the dequantisation.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -80,23 +85,28 @@ __device__ __forceinline__ void cursor_advance(BlockCursor& cursor, const Kernel
   }
 }
 
-// ---- producer --------------------------------------------------------------------------------------
+// ---- producer ----------------------------------------------------------------------------------
 template <class Traits>
 struct Producer {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kHeads = Traits::kHeads;
-  static constexpr int kRows = kTokensPerProducerWarp;       // 16 token rows per warp
+  static constexpr int kClusterSize = Traits::kClusterSize;
+  static constexpr int kOwnRows = Traits::kOwnRows;
+  static constexpr int kBlocksInFlight = Traits::kBlocksInFlight;
+  static constexpr int kRows = kRowsPerProducerWarp;          // 8 rows of every stage per warp
+  static constexpr int kLookaheadBlocks = kWarpSize / kRows;  // 4 blocks of offsets in one register
   static constexpr int kQUnitsPerRow = HEAD_DIM_QK * 2 / 16;  // 72 16-byte pieces of a Q row
   static constexpr int kRopeUnits = kHeadDimRope * 2 / 16;    // 8 16-byte pieces of RoPE
-  static constexpr int kQLoadToken = kRows / 2;  // issue Q mid-block: WG1 frees it late in the last block
+  static constexpr int kQLoadRow = kOwnRows / 2;  // Q copies go out mid-block (the consumer frees Q late)
   static constexpr uint32_t kFullMask = 0xffffffffu;
+  static_assert(kBlocksInFlight < kLookaheadBlocks - 1, "refills read offsets of block n + kBlocksInFlight");
 
-  // Lane l < 16 of warp w: index of token row w * 16 + l of the cursor's block,
-  // or -1 when the position is not counted or the cursor is past the part.
+  // Index of token row `row` of the cursor's block, or -1 when the position
+  // is not counted or the cursor is past the part.
   static __device__ __forceinline__ int32_t load_index(const KernelParams& params, const BlockCursor& cursor,
-                                                       int warp, int lane) {
-    if (!cursor.active() || lane >= kRows) return -1;
-    const int pos = cursor.block * BLOCK_N + warp * kRows + lane;
+                                                       int row) {
+    if (!cursor.active()) return -1;
+    const int pos = cursor.block * BLOCK_N + row;
     if (pos >= cursor.length) return -1;
     const int b = cursor.item / params.s_q;
     const int s = cursor.item - b * params.s_q;
@@ -121,9 +131,12 @@ struct Producer {
   }
 
   // Lane l: 16 latent codes (dims 16 l .. 16 l + 15) and the scale of its
-  // 128-value group. Warp-uniform branch: every lane works on the same token.
+  // 128-value group; zeros (scale 0) for an invalid token, so the
+  // dequantisation needs no branch.
   static __device__ __forceinline__ void load_token(const KernelParams& params, int64_t offset, int lane,
                                                     uint4& codes, float& scale) {
+    codes = make_uint4(0u, 0u, 0u, 0u);
+    scale = 0.0f;
     if (offset >= 0) {
       const uint8_t* token = params.kv_cache + offset;  // [656]
       codes = __ldg(reinterpret_cast<const uint4*>(token) + lane);
@@ -132,32 +145,31 @@ struct Producer {
     }
   }
 
-  // Write lane l's 16 bf16 values (two 16-byte units of chunk l / 4) of token
-  // row `row`; zeros for an invalid token. The 128B swizzle puts unit u of
-  // row r at u ^ (r & 7).
-  // NOTE: lanes with (l & 4) store their second unit first, so the 8 lanes of
-  // each quarter-warp phase hit 8 distinct 16-byte bank groups.
-  static __device__ __forceinline__ void store_token(uint8_t* stage, int row, int lane, bool valid,
-                                                     const uint4& codes, float scale) {
-    uint32_t w[8];
-    if (valid) {
-      common::dequant_e4m3x16_to_bf16(codes, scale, w);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) w[i] = 0u;
-    }
-    const bool swap = (lane & 4) != 0;
-    const int unit_first = 2 * (lane % 4) + (swap ? 1 : 0);
-    const int unit_second = unit_first ^ 1;
-    uint8_t* row_base = stage + (lane / 4) * Traits::kKvChunkBytes + row * Traits::kRowBytes;
-    const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]);
-    const uint4 hi = make_uint4(w[4], w[5], w[6], w[7]);
-    *reinterpret_cast<uint4*>(row_base + ((unit_first ^ (row & 7)) << 4)) = swap ? hi : lo;
-    *reinterpret_cast<uint4*>(row_base + ((unit_second ^ (row & 7)) << 4)) = swap ? lo : hi;
+  static __device__ __forceinline__ void st_shared_v4(uint32_t addr, const uint4& v) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
   }
 
-  // RoPE: 16 rows x 8 units of bf16, copied as they are (cp.async, zero-filled
-  // for invalid tokens). Lane l copies unit l & 7 of rows (l >> 3) + 4 k.
+  // Lane l's 16 bf16 values of one token row: two 16-byte units of chunk
+  // l / 4. The 128B swizzle puts unit u of row r at u ^ (r & 7).
+  // NOTE: lanes with (l & 4) store their second unit first, so the 8 lanes of
+  // each quarter-warp phase hit 8 distinct 16-byte bank groups; the words are
+  // swapped before the dequantisation (4 selects instead of 8 after it).
+  // unit_xor: (first unit ^ (row & 7)) << 4 of this lane and row.
+  static __device__ __forceinline__ void store_token(uint32_t row_addr, uint32_t unit_xor, bool swap,
+                                                     const uint4& codes, float scale) {
+    const uint32_t first_lo = swap ? codes.z : codes.x;
+    const uint32_t first_hi = swap ? codes.w : codes.y;
+    const uint32_t second_lo = swap ? codes.x : codes.z;
+    const uint32_t second_hi = swap ? codes.y : codes.w;
+    st_shared_v4(row_addr + unit_xor, common::dequant_e4m3x8_to_bf16(first_lo, first_hi, scale));
+    st_shared_v4(row_addr + (unit_xor ^ 16u), common::dequant_e4m3x8_to_bf16(second_lo, second_hi, scale));
+  }
+
+  // RoPE of the warp's 8 rows: 8 rows x 8 units of bf16, copied as they are
+  // (cp.async, zero-filled for invalid tokens). Lane l copies unit l & 7 of
+  // rows l >> 3 and (l >> 3) + 4. offsets: lanes 0..7 hold this block's rows.
   static __device__ __forceinline__ void copy_rope(const KernelParams& params, int64_t offsets, uint8_t* stage,
                                                    int warp, int lane) {
     const int unit = lane % kRopeUnits;
@@ -173,16 +185,15 @@ struct Producer {
     }
   }
 
-  // Q rows of heads [64 g, 64 g + N) of the item, cp.async into the chunked
-  // swizzled layout (all 128 producer threads).
-  static __device__ __forceinline__ void copy_q(const KernelParams& params, int item, int q_group,
+  // Q rows of this CTA's N heads of the item, cp.async into the chunked
+  // swizzled layout (all 256 producer threads).
+  static __device__ __forceinline__ void copy_q(const KernelParams& params, int item, int head0,
                                                 SharedStorage& smem, int thread) {
     const int b = item / params.s_q;
     const int s = item - b * params.s_q;
-    const uint16_t* q_item = params.q + b * params.q_stride_b + s * params.q_stride_s +
-                             int64_t(q_group) * kMaxHeadsPerCta * params.q_stride_h;
+    const uint16_t* q_item = params.q + b * params.q_stride_b + s * params.q_stride_s + int64_t(head0) * params.q_stride_h;
     uint8_t* q_bytes = reinterpret_cast<uint8_t*>(smem.q);
-    for (int idx = thread; idx < kHeads * kQUnitsPerRow; idx += kWarpgroupThreads) {
+    for (int idx = thread; idx < kHeads * kQUnitsPerRow; idx += kProducerThreads) {
       const int row = idx / kQUnitsPerRow;
       const int unit = idx - row * kQUnitsPerRow;
       const int chunk = unit / 8;
@@ -192,81 +203,132 @@ struct Producer {
     }
   }
 
-  static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
-                             int thread) {
+  // The warp's own rows of a finished stage -> the same rows of every other
+  // CTA of the cluster: one bulk copy per (CTA, latent chunk), a lane each.
+  static __device__ __forceinline__ void copy_to_cluster(SharedStorage& smem, int stage, int warp, int lane,
+                                                         int rank) {
+    if constexpr (kClusterSize > 1) {
+      constexpr int kLatentChunks = Traits::kRopeChunk;  // 8
+      if (lane < (kClusterSize - 1) * kLatentChunks) {
+        const int peer = (rank + 1 + lane / kLatentChunks) % kClusterSize;
+        const int chunk = lane % kLatentChunks;
+        const uint8_t* src = reinterpret_cast<const uint8_t*>(smem.kv[stage]) + chunk * Traits::kKvChunkBytes +
+                             (warp * kRows + rank * kOwnRows) * Traits::kRowBytes;
+        common::bulk_copy_to_cluster_rank(common::map_to_cluster_rank(src, peer), src,
+                                          uint32_t(kOwnRows * Traits::kRowBytes),
+                                          common::map_to_cluster_rank(&smem.kv_full[stage], peer));
+      }
+    }
+  }
+
+  static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int head0,
+                             int rank, int thread) {
     const int warp = thread / kWarpSize;
     const int lane = thread % kWarpSize;
+    const int lane_block = lane / kRows;  // which lookahead block this lane's offset belongs to
+    const int lane_row = warp * kRows + lane % kRows;
 
-    // ---- lookahead state: cursors of blocks n .. n + 3 ----
+    // ---- lookahead state: offsets of blocks n .. n + 3, raw indices of n + 4 ----
     BlockCursor c0 = cursor_begin(params, part);
-    BlockCursor c1 = c0;
-    cursor_advance(c1, params, part);
-    BlockCursor c2 = c1;
-    cursor_advance(c2, params, part);
-    BlockCursor c3 = c2;
-    cursor_advance(c3, params, part);
-    int64_t off0 = token_offset(params, load_index(params, c0, warp, lane));  // block n
-    int64_t off1 = token_offset(params, load_index(params, c1, warp, lane));  // block n + 1
-    int32_t index2 = load_index(params, c2, warp, lane);                     // block n + 2, raw
-    prefetch_l2(params, off0);
-    prefetch_l2(params, off1);
-
-    uint4 codes[kTokensInFlight];
-    float scales[kTokensInFlight];
+    BlockCursor cfar = c0;
+    int32_t index = -1;
 #pragma unroll
-    for (int k = 0; k < kTokensInFlight; ++k) {
-      load_token(params, __shfl_sync(kFullMask, off0, k), lane, codes[k], scales[k]);
+    for (int g = 0; g < kLookaheadBlocks; ++g) {
+      const int32_t i = load_index(params, cfar, lane_row);
+      if (lane_block == g) index = i;
+      cursor_advance(cfar, params, part);
+    }
+    int64_t offsets = token_offset(params, index);
+    int32_t pending = lane_block == kLookaheadBlocks - 1 ? load_index(params, cfar, lane_row) : -1;  // block 4
+
+    // ---- this lane's store addresses (shared-window offsets) ----
+    const bool swap = (lane & 4) != 0;
+    const uint32_t unit_first = 2 * (lane % 4) + (swap ? 1 : 0);
+    const uint32_t own_row0 = uint32_t(warp * kRows + rank * kOwnRows);
+    const uint32_t row_base0 = common::smem_u32(smem.kv[0]) + (lane / 4) * Traits::kKvChunkBytes +
+                               own_row0 * Traits::kRowBytes;
+    const uint32_t unit_xor0 = (unit_first ^ uint32_t(rank * kOwnRows)) << 4;  // row & 7 = rank R + j
+
+    // ---- register ring: own rows of blocks n .. n + kBlocksInFlight - 1 ----
+    uint4 codes[Traits::kTokensInFlight];
+    float scales[Traits::kTokensInFlight];
+#pragma unroll
+    for (int u = 0; u < kBlocksInFlight; ++u) {
+#pragma unroll
+      for (int j = 0; j < kOwnRows; ++j) {
+        load_token(params, __shfl_sync(kFullMask, offsets, u * kRows + rank * kOwnRows + j), lane,
+                   codes[u * kOwnRows + j], scales[u * kOwnRows + j]);
+      }
     }
 
     int block_counter = 0;
     int item_counter = 0;
-    while (c0.active()) {
+    // One block; u = block_counter % kBlocksInFlight is a compile-time ring
+    // position, so the loop below is unrolled kBlocksInFlight times.
+    auto step = [&](auto ring_position) {
+      constexpr int u = decltype(ring_position)::value;
       const int stage = block_counter % kNumStages;
       const uint32_t phase = (block_counter / kNumStages) & 1;
 
-      // ---- lookahead: indices of n + 3, L2 prefetch of n + 2 ----
-      const int32_t index3 = load_index(params, c3, warp, lane);
-      const int64_t off2 = token_offset(params, index2);
-      prefetch_l2(params, off2);
+      // ---- lookahead: raw indices of n + 5, L2 prefetch of own rows of n + 3 ----
+      cursor_advance(cfar, params, part);
+      const int32_t next_pending = lane_block == kLookaheadBlocks - 1 ? load_index(params, cfar, lane_row) : -1;
+      const int own_lane = lane % kRows - rank * kOwnRows;
+      if (lane_block == kLookaheadBlocks - 1 && own_lane >= 0 && own_lane < kOwnRows) prefetch_l2(params, offsets);
 
-      common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
+      if constexpr (kClusterSize > 1) {
+        common::mbarrier_wait_cluster(&smem.kv_empty[stage], phase ^ 1);
+      } else {
+        common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
+      }
       uint8_t* stage_bytes = reinterpret_cast<uint8_t*>(smem.kv[stage]);
-      if (lane < kRows) smem.token_valid[stage][warp * kRows + lane] = off0 >= 0 ? 1 : 0;
-      copy_rope(params, off0, stage_bytes, warp, lane);
+      if (lane < kRows) smem.token_valid[stage][lane_row] = offsets >= 0 ? 1 : 0;
+      copy_rope(params, offsets, stage_bytes, warp, lane);
 
-      // ---- dequantise the warp's 16 rows; refill each register slot as it frees ----
+      // ---- dequantise the warp's own rows; refill each ring slot as it frees ----
+      const uint32_t row_base = row_base0 + uint32_t(stage) * Traits::kStageBytes;
 #pragma unroll
-      for (int j = 0; j < kRows; ++j) {
-        if (j == kQLoadToken && c0.first) {
+      for (int j = 0; j < kOwnRows; ++j) {
+        if (j == kQLoadRow && c0.first) {
           if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
-          copy_q(params, c0.item, q_group, smem, thread);
+          copy_q(params, c0.item, head0, smem, thread);
         }
-        const int slot = j % kTokensInFlight;
-        const int64_t offset = __shfl_sync(kFullMask, off0, j);
-        store_token(stage_bytes, warp * kRows + j, lane, offset >= 0, codes[slot], scales[slot]);
-        const int ahead = j + kTokensInFlight;
-        const int64_t next = ahead < kRows ? __shfl_sync(kFullMask, off0, ahead)
-                                           : __shfl_sync(kFullMask, off1, ahead - kRows);
-        load_token(params, next, lane, codes[slot], scales[slot]);
+        const int slot = u * kOwnRows + j;
+        store_token(row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[slot],
+                    scales[slot]);
+        load_token(params, __shfl_sync(kFullMask, offsets, kBlocksInFlight * kRows + rank * kOwnRows + j), lane,
+                   codes[slot], scales[slot]);
       }
 
-      // ---- publish: RoPE / Q copies landed, generic stores visible to WGMMA ----
+      // ---- publish: RoPE / Q copies landed, stores visible to WGMMA and the bulk copies ----
       common::cp_async_wait_all();
       common::fence_view_async_shared();
-      common::mbarrier_arrive(&smem.kv_full[stage]);
+      __syncwarp();
+      copy_to_cluster(smem, stage, warp, lane, rank);
+      if (thread == 0 && kClusterSize > 1) {
+        common::mbarrier_arrive_expect_tx(&smem.kv_full[stage], Traits::kPeerBytesPerStage);
+      } else {
+        common::mbarrier_arrive(&smem.kv_full[stage]);
+      }
       if (c0.first) {
         common::mbarrier_arrive(&smem.q_full);
         ++item_counter;
       }
 
-      c0 = c1;
-      c1 = c2;
-      c2 = c3;
-      cursor_advance(c3, params, part);
-      off0 = off1;
-      off1 = off2;
-      index2 = index3;
+      // ---- shift the lookahead by one block ----
+      offsets = __shfl_down_sync(kFullMask, offsets, kRows);
+      if (lane_block == kLookaheadBlocks - 1) offsets = token_offset(params, pending);
+      pending = next_pending;
+      cursor_advance(c0, params, part);
       ++block_counter;
+      return c0.active();
+    };
+    if constexpr (kBlocksInFlight == 1) {
+      while (c0.active() && step(cute::Int<0>{})) {
+      }
+    } else {
+      while (c0.active() && step(cute::Int<0>{}) && step(cute::Int<1>{})) {
+      }
     }
   }
 };
@@ -296,13 +358,13 @@ struct Mainloop {
     warpgroup_fence_operand(tSrS);
   }
 
-  // O^T_half += V^T_half.P^T.
+  // O^T += V^T.P^T.
   template <class TiledMma, class TensorP, class TensorO>
-  static __device__ __forceinline__ void gemm_pv(TiledMma& tiled_mma, Element* v_half_base, const TensorP& tOrPt,
+  static __device__ __forceinline__ void gemm_pv(TiledMma& tiled_mma, Element* stage_base, const TensorP& tOrPt,
                                                  int thread, TensorO& tOrO) {
     using namespace cute;
-    Tensor sVt = make_tensor(make_smem_ptr(v_half_base), typename Traits::SmemLayoutVtHalf{});  // (256, 64)
-    Tensor tOrV = tiled_mma.get_thread_slice(thread).partition_fragment_A(sVt);             // (MMA, 4, 4)
+    Tensor sVt = make_tensor(make_smem_ptr(stage_base), typename Traits::SmemLayoutVt{});  // (512, 64)
+    Tensor tOrV = tiled_mma.get_thread_slice(thread).partition_fragment_A(sVt);        // (MMA, 8, 4)
     warpgroup_fence_operand(tOrO);
     warpgroup_arrive();
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;
@@ -334,7 +396,7 @@ __device__ __forceinline__ void column_allreduce(float (&values)[kCols], const i
 #pragma unroll
     for (int jj = 0; jj < kCols; ++jj) red[warp][heads[jj]] = values[jj];
   }
-  common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);
+  common::named_barrier_sync(kBarrierConsumer, kWarpgroupThreads);
 #pragma unroll
   for (int jj = 0; jj < kCols; ++jj) {
     float v = red[0][heads[jj]];

@@ -1,13 +1,13 @@
 // CuTe layouts, WGMMA atoms and the shared-memory plan of the sm90 sparse FP8
-// decode kernel, per heads-per-CTA N in {8, 16, 32, 64}.
+// decode kernel, per heads-per-CTA N in {8, 16, 32} and cluster size C.
 //
-// Shared memory (N = 64; smaller N shrink q and pt):
+// Shared memory (N = 32; smaller N shrink q and pt), ~186 KB:
 //   kv[2]  64 x 576 bf16   144 KB  dequantised K (V = columns [0, 512)), K-major,
 //                                  128B swizzle, 9 chunks of 64 columns (8 KB each)
-//   q      N x 576 bf16     72 KB  same chunked layout, N rows per chunk
-//   pt     N x 64 bf16       8 KB  P^T, MN-major (heads contiguous): B of V^T.P^T
-//   red    4 x N fp32        1 KB  per-warp column maxima / sums of WG1
-//   col_scale, col_norm, token_valid, mbarriers
+//   q      N x 576 bf16     36 KB  same chunked layout, N rows per chunk
+//   pt     N x 64 bf16       4 KB  P^T, MN-major (heads contiguous): B of V^T.P^T
+//   red    4 x N fp32      512 B   per-warp column maxima / sums of the consumer
+//   token_valid, mbarriers
 // Every large buffer is a multiple of 1 KB and starts on a 1 KB boundary
 // (swizzle atoms); the struct itself is placed on a 1 KB boundary.
 #pragma once
@@ -26,10 +26,6 @@ namespace openmla::kernels::decode_sparse_fp8 {
 template <int kHeads>
 struct PtAtom;
 template <>
-struct PtAtom<64> {
-  using type = cute::GMMA::Layout_MN_SW128_Atom<cutlass::bfloat16_t>;
-};
-template <>
 struct PtAtom<32> {
   using type = cute::GMMA::Layout_MN_SW64_Atom<cutlass::bfloat16_t>;
 };
@@ -42,17 +38,30 @@ struct PtAtom<8> {
   using type = cute::GMMA::Layout_MN_INTER_Atom<cutlass::bfloat16_t>;
 };
 
-template <int kHeads_>
+template <int kHeads_, int kClusterSize_>
 struct Traits {
   using Element = cutlass::bfloat16_t;
-  static constexpr int kHeads = kHeads_;  // N: query heads of one CTA
-  static_assert(heads_per_cta_supported(kHeads), "heads per CTA: 8, 16, 32 or 64");
-  static constexpr int kNumChunks = HEAD_DIM_QK / kChunkCols;  // 9
+  static constexpr int kHeads = kHeads_;              // N: query heads of one CTA
+  static constexpr int kClusterSize = kClusterSize_;  // C: CTAs sharing each dequantised token
+  static_assert(kernel_supported(kHeads, kClusterSize), "(heads, cluster): (8, 1), (16, 1), (32, 1|2|4)");
+  static constexpr int kNumChunks = HEAD_DIM_QK / kChunkCols;     // 9
   static constexpr int kRopeChunk = kHeadDimLatent / kChunkCols;  // 8
   static constexpr int kRowBytes = kChunkCols * int(sizeof(Element));  // 128
   static constexpr int kKvChunkBytes = BLOCK_N * kRowBytes;  // 8 KB
+  static constexpr int kStageBytes = kNumChunks * kKvChunkBytes;  // 72 KB
   static constexpr int kQChunkBytes = kHeads * kRowBytes;
   static_assert(kRowBytes == 128, "one chunk row is one 128-byte swizzle row");
+
+  // ---- producer split across the cluster ------------------------------------------------------
+  // Each producer warp dequantises kOwnRows of its 8 rows; kBlocksInFlight
+  // blocks of them are loaded ahead in registers.
+  static constexpr int kOwnRows = kRowsPerProducerWarp / kClusterSize;  // 8, 4, 2
+  static constexpr int kBlocksInFlight = kClusterSize == 1 ? 1 : 2;
+  static constexpr int kTokensInFlight = kOwnRows * kBlocksInFlight;  // per warp: 8, 8, 4
+  // Latent bytes of one stage that the other CTAs of the cluster write.
+  static constexpr uint32_t kPeerBytesPerStage =
+      uint32_t(BLOCK_N - BLOCK_N / kClusterSize) * kHeadDimLatent * sizeof(Element);
+  static constexpr int kKvEmptyArrivals = kWarpgroupThreads + kWarpsPerWarpgroup * (kClusterSize - 1);
 
   // ---- MMAs --------------------------------------------------------------------------------
   // S^T = K.Q^T: (64 tokens) x (N heads), reduction over 576; both K-major.
@@ -60,7 +69,7 @@ struct Traits {
       cute::GMMA::ss_op_selector<Element, Element, float,
                                  cute::Shape<cute::Int<BLOCK_N>, cute::Int<kHeads>, cute::Int<HEAD_DIM_QK>>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::K>()));
-  // O^T_half += V^T_half.P^T: (256 dims) x (N heads), reduction over 64 tokens;
+  // O^T += V^T.P^T: (512 dims) x (N heads), reduction over 64 tokens;
   // V^T MN-major (dims contiguous), P^T MN-major (heads contiguous).
   using TiledMmaPV = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<Element, Element, float,
@@ -73,13 +82,12 @@ struct Traits {
       SmemLayoutAtomK{}, cute::Shape<cute::Int<BLOCK_N>, cute::Int<HEAD_DIM_QK>>{}));  // (64 tokens, 576)
   using SmemLayoutQ = decltype(cute::tile_to_shape(
       SmemLayoutAtomK{}, cute::Shape<cute::Int<kHeads>, cute::Int<HEAD_DIM_QK>>{}));  // (N heads, 576)
-  // One consumer's half of V^T: K's columns [256 h, 256 h + 256) seen as
-  // (256 dims, 64 tokens) MN-major. Atoms run along tokens first so each
-  // 64-dim chunk stays one contiguous 8 KB block, as in SmemLayoutK.
-  using SmemLayoutVtHalf = decltype(cute::tile_to_shape(
-      cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-      cute::Shape<cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>{}, cute::Step<cute::_2, cute::_1>{}));
-  static constexpr int kVtHalfOffset = (HEAD_DIM_V_HALF / kChunkCols) * BLOCK_N * kChunkCols;  // elements
+  // V^T: K's columns [0, 512) seen as (512 dims, 64 tokens) MN-major. Atoms
+  // run along tokens first so each 64-dim chunk stays one contiguous 8 KB
+  // block, as in SmemLayoutK.
+  using SmemLayoutVt = decltype(cute::tile_to_shape(
+      cute::GMMA::Layout_MN_SW128_Atom<Element>{}, cute::Shape<cute::Int<HEAD_DIM_V>, cute::Int<BLOCK_N>>{},
+      cute::Step<cute::_2, cute::_1>{}));
   using SmemLayoutPt = decltype(cute::tile_to_shape(
       typename PtAtom<kHeads>::type{}, cute::Shape<cute::Int<kHeads>, cute::Int<BLOCK_N>>{},
       cute::Step<cute::_2, cute::_1>{}));  // (N heads, 64 tokens)
@@ -88,25 +96,20 @@ struct Traits {
     Element kv[kNumStages][BLOCK_N * HEAD_DIM_QK];  // SmemLayoutK per stage
     Element q[kHeads * HEAD_DIM_QK];                // SmemLayoutQ
     Element pt[kHeads * BLOCK_N];                   // SmemLayoutPt
-    float red[kWarpsPerWarpgroup][kHeads];          // WG1 per-warp column partials
-    float col_max[2][kHeads]; // WG1 running max per head, by block parity
-    float col_scale[2][kHeads];  // per block, by block parity: factor for O^T columns before P^T is added
-    float col_norm[kHeads];   // last block of an item: 1 / column sum (x sink factor)
+    float red[kWarpsPerWarpgroup][kHeads];          // consumer per-warp column partials
     uint8_t token_valid[kNumStages][BLOCK_N];
-    uint64_t kv_full[kNumStages];
-    uint64_t kv_empty[kNumStages];
+    uint64_t kv_full[kNumStages];   // local producers + peers' DSMEM bytes
+    uint64_t kv_empty[kNumStages];  // consumers of every CTA of the cluster
     uint64_t q_full;
     uint64_t q_empty;
   };
   // NOTE: no alignas on the members: every large buffer size is a multiple of
   // 1 KB, so a 1 KB aligned base aligns them all without padding the struct.
-  static_assert(offsetof(SharedStorage, q) % 1024 == 0 && offsetof(SharedStorage, pt) % 1024 == 0 &&
-                    offsetof(SharedStorage, red) % 1024 == 0,
+  // The bulk copies between CTAs also rely on identical offsets in every CTA.
+  static_assert(offsetof(SharedStorage, q) % 1024 == 0 && offsetof(SharedStorage, pt) % 1024 == 0,
                 "swizzled buffers must start on 1 KB boundaries");
-  // The kernel aligns the dynamic smem base up to 1 KB. The base is 1 KB
-  // aligned in practice (no static smem; CUTLASS relies on the same), so the
-  // slack is whatever the per-block limit leaves, up to 1 KB; the kernel traps
-  // if an unexpected base would not fit.
+  // The kernel aligns the dynamic smem base up to 1 KB (the base is 1 KB
+  // aligned in practice; the kernel traps if an unexpected base would not fit).
   static constexpr int kSmemLimit = 227 * 1024;
   static constexpr int kSmemAlign = 1024;
   static_assert(int(sizeof(SharedStorage)) <= kSmemLimit, "shared-memory plan exceeds the sm90 per-block limit");
