@@ -41,15 +41,22 @@ WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, in
 // walks the same KV range, so parts = SMs / q-groups keeps one wave; when the
 // q-groups alone fill the machine (e.g. h_q = 128, s_q >= 67 on 132 SMs) the
 // answer is one part, never zero.
-int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptions& options) {
+// cluster_size: CTAs of one part that run as a thread-block cluster (they
+// must all be resident together, which GPC boundaries can prevent).
+int choose_num_parts(int num_q_groups, int cluster_size, const DeviceInfo& device, const PlanOptions& options) {
   int parts = std::max(1, device.num_sms / std::max(1, num_q_groups));
+  if (cluster_size == 4) {
+    constexpr int kUnknownPercent = 90;
+    parts = std::max(1, std::min(parts, device.max_clusters_of_4 > 0 ? device.max_clusters_of_4
+                                                                     : parts * kUnknownPercent / 100));
+  }
   if (options.max_parts > 0) parts = std::min(parts, options.max_parts);
   if (options.min_parts > 0) parts = std::max(parts, options.min_parts);
   return std::clamp(parts, 1, kMaxParts);
 }
 
-void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& options) {
-  plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
+void finish_plan(DecodePlan* plan, int cluster_size, const DeviceInfo& device, const PlanOptions& options) {
+  plan->num_parts = choose_num_parts(plan->num_q_groups, cluster_size, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
   // Forcing parts (tests of the split path) also lets every part take work.
   plan->min_part_cost = options.min_part_cost > 0 ? options.min_part_cost
@@ -96,7 +103,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   result.num_q_groups = shape.h_kv * m_tiles;
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
-  finish_plan(&result, device, options);
+  finish_plan(&result, /*cluster_size=*/1, device, options);
   *plan = result;
   return Status::ok();
 }
@@ -114,10 +121,11 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.num_items = shape.batch * shape.s_q;
   result.q_tokens_per_item = 1;
   result.rows_per_item = shape.h_q;
+  // The q-groups of a part run as one cluster (they share dequantised tokens).
   result.num_q_groups = sparse_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
-  finish_plan(&result, device, options);
+  finish_plan(&result, /*cluster_size=*/result.num_q_groups, device, options);
   *plan = result;
   return Status::ok();
 }

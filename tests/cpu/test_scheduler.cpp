@@ -88,6 +88,7 @@ TEST(SchedulerProperty, RandomInputsSatisfyEveryInvariant) {
   for (int c = 0; c < kCases; ++c) {
     DeviceInfo device;
     device.num_sms = 1 + int(rng() % 264);
+    if (rng() % 2 == 0) device.max_clusters_of_4 = int(rng() % (device.num_sms / 4 + 2));
     const PlanOptions options = random_options(rng);
     DecodePlan plan;
     std::vector<int32_t> lengths;
@@ -190,6 +191,32 @@ TEST(WorkspaceBound, PartialBytesFollowTheHeaderFormula) {
               partial_accumulator_bytes(plan.num_parts, plan.rows_per_item, plan.d_v));
     EXPECT_EQ(plan.workspace.partial_o.bytes, size_t(2 * 65) * 128 * 512 * 4);
     EXPECT_EQ(plan.workspace.total_bytes % kWorkspaceAlignment, 0u);
+  }
+}
+
+// Sparse decode runs the q-groups of a part as one thread-block cluster, so
+// the part count never exceeds the clusters the device holds at once.
+TEST(SchedulerExamples, SparseClustersFitTheDevice) {
+  struct Expect {
+    int h_q, q_groups, parts_known, parts_unknown;
+  };
+  for (const Expect& e : {Expect{8, 1, 132, 132}, Expect{16, 1, 132, 132}, Expect{32, 1, 132, 132},
+                          Expect{64, 2, 66, 66}, Expect{128, 4, 30, 29}}) {
+    for (int known : {30, 0}) {
+      DeviceInfo device;
+      device.num_sms = 132;
+      device.max_clusters_of_4 = known;
+      SparseDecodeShape shape;
+      shape.batch = 128;
+      shape.s_q = 2;
+      shape.h_q = e.h_q;
+      shape.topk = 2048;
+      shape.num_pages = 4096;
+      DecodePlan plan;
+      ASSERT_TRUE(plan_sparse_decode(shape, device, &plan).is_ok());
+      EXPECT_EQ(plan.num_q_groups, e.q_groups) << "h_q " << e.h_q;
+      EXPECT_EQ(plan.num_parts, known ? e.parts_known : e.parts_unknown) << "h_q " << e.h_q << " known " << known;
+    }
   }
 }
 

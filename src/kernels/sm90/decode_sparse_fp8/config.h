@@ -99,5 +99,8 @@ struct KernelParams {
 // One instantiation per (heads per CTA, cluster size): instantiations/*.cu.
 template <int kHeadsPerCta, int kClusterSize>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+// Clusters of this instantiation resident at once on the current device.
+template <int kHeadsPerCta, int kClusterSize>
+Status max_active_clusters(int* count);
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -16,7 +16,7 @@
 //       warps), P^T -> smem, O^T += V^T.P^T (SS), epilogue.
 //   WG1-2 producers (setmaxnreg 136, 8 warps): index lookahead, L2 prefetch,
 //       FP8 -> BF16 dequantisation of their own rows (bit trick + one bf16x2
-//       multiply, common/fp8/dequant.cuh), DSMEM copies, RoPE and Q by cp.async.
+//       multiply, common/fp8/dequant.cuh), DSMEM copies, RoPE, Q by cp.async.
 // Shared memory: 2 bf16 K/V stages 144 KB + Q (N x 576) + P^T + column
 // partials (traits.h). Pipeline depth: 2 stages; the producers' register and
 // L2 lookahead hides the gather latency (mainloop.cuh).
@@ -280,6 +280,30 @@ Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream)
   using KernelTraits = Traits<kHeadsPerCta, kClusterSize>;
   return common::launch_dependent("decode_sparse_fp8", &decode_sparse_fp8_kernel<KernelTraits>, grid,
                                   dim3(kNumThreads), KernelTraits::kSmemBytes, stream, kClusterSize, params);
+}
+
+template <int kHeadsPerCta, int kClusterSize>
+Status max_active_clusters(int* count) {
+  using KernelTraits = Traits<kHeadsPerCta, kClusterSize>;
+  auto* kernel = &decode_sparse_fp8_kernel<KernelTraits>;
+  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KernelTraits::kSmemBytes);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(kClusterSize);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(kClusterSize), 1);
+  config.blockDim = dim3(kNumThreads);
+  config.dynamicSmemBytes = size_t(KernelTraits::kSmemBytes);
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  if (error == cudaSuccess) error = cudaOccupancyMaxActiveClusters(count, kernel, &config);
+  if (error != cudaSuccess) {
+    return Status::cuda_error(std::string("decode_sparse_fp8: cudaOccupancyMaxActiveClusters failed: ") +
+                              cudaGetErrorString(error));
+  }
+  return Status::ok();
 }
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -64,4 +64,17 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
   }
 }
 
+Status max_clusters_of_4(int device, int* count) {
+  *count = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major != 9) return Status::ok();
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) return Status::ok();
+  // The occupancy query runs on the current device.
+  if (current != device && cudaSetDevice(device) != cudaSuccess) return Status::ok();
+  const Status status = max_active_clusters<kMaxHeadsPerCta, 4>(count);
+  if (current != device) cudaSetDevice(current);
+  return status;
+}
+
 }  // namespace openmla::kernels::decode_sparse_fp8

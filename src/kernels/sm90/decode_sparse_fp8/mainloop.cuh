@@ -6,7 +6,7 @@
 //
 // Pipeline: kNumStages = 2 bf16 stages of 64 tokens x 576, in every CTA of
 // the cluster.
-//   kv_full[s]  (256 local producer arrivals after their stores, cp.async
+//   kv_full[s]  (256 local producer arrivals after their stores, Q cp.async
 //               completion and proxy fence, plus the latent bytes of the rows
 //               the other CTAs dequantise: bulk-copy transactions)
 //                                                         producers -> consumer
@@ -17,7 +17,8 @@
 // Producer lookahead, per warp: one register holds the cache offsets of its 8
 // rows for blocks n .. n + 3 (8 lanes a block), raw indices of n + 4 wait in
 // another; tokens of n + 3 are prefetched into L2; kBlocksInFlight blocks of
-// its own rows are loaded into registers ahead of the dequantisation.
+// its own rows (codes and scales) and of its 8 rows' RoPE are loaded into
+// registers ahead of their stores.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -167,21 +168,36 @@ struct Producer {
     st_shared_v4(row_addr + (unit_xor ^ 16u), common::dequant_e4m3x8_to_bf16(second_lo, second_hi, scale));
   }
 
-  // RoPE of the warp's 8 rows: 8 rows x 8 units of bf16, copied as they are
-  // (cp.async, zero-filled for invalid tokens). Lane l copies unit l & 7 of
-  // rows l >> 3 and (l >> 3) + 4. offsets: lanes 0..7 hold this block's rows.
-  static __device__ __forceinline__ void copy_rope(const KernelParams& params, int64_t offsets, uint8_t* stage,
-                                                   int warp, int lane) {
-    const int unit = lane % kRopeUnits;
-    uint8_t* chunk = stage + Traits::kRopeChunk * Traits::kKvChunkBytes;
+  // RoPE of the warp's 8 rows: 8 rows x 8 units of bf16, taken as they are.
+  // Lane l holds unit l & 7 of rows l >> 3 and (l >> 3) + 4 (zeros for an
+  // invalid token); loaded kBlocksInFlight blocks ahead like the codes, so
+  // no copy latency sits between a stage's release and its refill.
+  // offsets: lanes 8 g .. 8 g + 7 hold the rows of the block to load.
+  static constexpr int kRopeUnitsPerLane = kRows * kRopeUnits / kWarpSize;  // 2
+  static __device__ __forceinline__ void load_rope(const KernelParams& params, int64_t offsets, int group,
+                                                   int lane, uint4 (&rope)[kRopeUnitsPerLane]) {
 #pragma unroll
-    for (int k = 0; k < kRows * kRopeUnits / kWarpSize; ++k) {
+    for (int k = 0; k < kRopeUnitsPerLane; ++k) {
       const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
-      const int64_t offset = __shfl_sync(kFullMask, offsets, j);
-      const int row = warp * kRows + j;
-      const bool valid = offset >= 0;
-      const uint8_t* src = valid ? params.kv_cache + offset + kSparseFp8RopeOffset + 16 * unit : params.kv_cache;
-      common::cp_async_16_zfill(chunk + row * Traits::kRowBytes + ((unit ^ (row & 7)) << 4), src, valid);
+      const int64_t offset = __shfl_sync(kFullMask, offsets, group * kRows + j);
+      rope[k] = make_uint4(0u, 0u, 0u, 0u);
+      if (offset >= 0) {
+        rope[k] = __ldg(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
+                        lane % kRopeUnits);
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void store_rope(uint32_t stage_addr, int warp, int lane,
+                                                    const uint4 (&rope)[kRopeUnitsPerLane]) {
+    const uint32_t unit = uint32_t(lane % kRopeUnits);
+#pragma unroll
+    for (int k = 0; k < kRopeUnitsPerLane; ++k) {
+      const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
+      const uint32_t row = uint32_t(warp * kRows + j);
+      st_shared_v4(stage_addr + Traits::kRopeChunk * Traits::kKvChunkBytes + row * Traits::kRowBytes +
+                       ((unit ^ (row & 7)) << 4),
+                   rope[k]);
     }
   }
 
@@ -252,8 +268,10 @@ struct Producer {
     // ---- register ring: own rows of blocks n .. n + kBlocksInFlight - 1 ----
     uint4 codes[Traits::kTokensInFlight];
     float scales[Traits::kTokensInFlight];
+    uint4 rope[kBlocksInFlight][kRopeUnitsPerLane];
 #pragma unroll
     for (int u = 0; u < kBlocksInFlight; ++u) {
+      load_rope(params, offsets, u, lane, rope[u]);
 #pragma unroll
       for (int j = 0; j < kOwnRows; ++j) {
         load_token(params, __shfl_sync(kFullMask, offsets, u * kRows + rank * kOwnRows + j), lane,
@@ -276,14 +294,12 @@ struct Producer {
       const int own_lane = lane % kRows - rank * kOwnRows;
       if (lane_block == kLookaheadBlocks - 1 && own_lane >= 0 && own_lane < kOwnRows) prefetch_l2(params, offsets);
 
-      if constexpr (kClusterSize > 1) {
-        common::mbarrier_wait_cluster(&smem.kv_empty[stage], phase ^ 1);
-      } else {
-        common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
-      }
-      uint8_t* stage_bytes = reinterpret_cast<uint8_t*>(smem.kv[stage]);
+      // NOTE: acquire at CTA scope, as in CUTLASS's cluster pipelines; cluster
+      // scope adds an L1 invalidation per wait.
+      common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
       if (lane < kRows) smem.token_valid[stage][lane_row] = offsets >= 0 ? 1 : 0;
-      copy_rope(params, offsets, stage_bytes, warp, lane);
+      store_rope(common::smem_u32(smem.kv[stage]), warp, lane, rope[u]);
+      load_rope(params, offsets, kBlocksInFlight, lane, rope[u]);
 
       // ---- dequantise the warp's own rows; refill each ring slot as it frees ----
       const uint32_t row_base = row_base0 + uint32_t(stage) * Traits::kStageBytes;
@@ -300,8 +316,8 @@ struct Producer {
                    codes[slot], scales[slot]);
       }
 
-      // ---- publish: RoPE / Q copies landed, stores visible to WGMMA and the bulk copies ----
-      common::cp_async_wait_all();
+      // ---- publish: Q copies landed, stores visible to WGMMA and the bulk copies ----
+      if (c0.first) common::cp_async_wait_all();
       common::fence_view_async_shared();
       __syncwarp();
       copy_to_cluster(smem, stage, warp, lane, rank);

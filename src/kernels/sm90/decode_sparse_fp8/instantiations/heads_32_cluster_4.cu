@@ -3,4 +3,5 @@
 
 namespace openmla::kernels::decode_sparse_fp8 {
 template Status launch_kernel<32, 4>(const KernelParams& params, dim3 grid, cudaStream_t stream);
+template Status max_active_clusters<32, 4>(int* count);
 }  // namespace openmla::kernels::decode_sparse_fp8
