@@ -40,7 +40,7 @@ constexpr bool kernel_supported(int heads, int cluster) {
 // warpgroup 0:    consumer. S^T = K.Q^T, masked online softmax over tokens,
 //                 P^T -> smem, O^T += V^T.P^T (the whole 512 x N).
 // warpgroups 1-2: producers (8 warps). Warp w owns token rows 8w .. 8w + 7 of
-//                 every stage: their indices, validity and RoPE (cp.async) in
+//                 every stage: their indices, validity and RoPE (registers) in
 //                 its own CTA. Of those 8 rows, cluster rank r dequantises rows
 //                 r R .. r R + R - 1 (R = 8 / cluster size) and copies them
 //                 into the other CTAs of the cluster (DSMEM bulk copies).
