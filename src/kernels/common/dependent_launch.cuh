@@ -30,6 +30,16 @@ __device__ __forceinline__ void allow_next_grid() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// Launch attribute for thread-block clusters of `cluster_x` CTAs along x.
+inline cudaLaunchAttribute cluster_attribute(int cluster_x) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(cluster_x);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
 // Launches `kernel` as a programmatic dependent of the previous work in
 // `stream` (raising its dynamic shared-memory limit first when needed), in
 // thread-block clusters of `cluster_x` CTAs along x when it is above 1.
@@ -47,10 +57,7 @@ Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 gr
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
-  attributes[1].id = cudaLaunchAttributeClusterDimension;
-  attributes[1].val.clusterDim.x = unsigned(cluster_x);
-  attributes[1].val.clusterDim.y = 1;
-  attributes[1].val.clusterDim.z = 1;
+  attributes[1] = cluster_attribute(cluster_x);
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;

@@ -287,11 +287,7 @@ Status max_active_clusters(int* count) {
   using KernelTraits = Traits<kHeadsPerCta, kClusterSize>;
   auto* kernel = &decode_sparse_fp8_kernel<KernelTraits>;
   cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KernelTraits::kSmemBytes);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = unsigned(kClusterSize);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+  cudaLaunchAttribute attribute = common::cluster_attribute(kClusterSize);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(kClusterSize), 1);
   config.blockDim = dim3(kNumThreads);
