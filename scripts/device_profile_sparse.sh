@@ -14,6 +14,13 @@ if [ -d devbin_alt ]; then
     echo "== $d"; timeout 60 $d/openmla_bench --filter "${ALT_FILTER:-graph}" --iters 50 | grep "^dense"
   done; done
 fi
+if [ -d devbin_trace ]; then  # OPENMLA_KERNEL_TRACE build: per-segment clocks of the sparse kernel
+  for c in ${TRACE_CASES:-h_q=128:s_q=2 h_q=64:s_q=2 h_q=16:s_q=2}; do
+    tag=${c//[^a-z0-9]/}
+    timeout 60 devbin_trace/openmla_bench --filter "sparse b=128 ${c//:/ } " --iters 20 > $OUT/trace_$tag.log 2>&1
+    echo "trace $c rc=$? lines=$(grep -c '^trace' $OUT/trace_$tag.log)"
+  done
+fi
 timeout 200 $B/openmla_bench --filter sparse --json $OUT/bench_sparse.json > $OUT/bench_sparse.log 2>&1
 grep -E "^device|^sparse" $OUT/bench_sparse.log
 for c in ${CASES:-h_q=16:s_q=1 h_q=64:s_q=2}; do
@@ -21,8 +28,8 @@ for c in ${CASES:-h_q=16:s_q=1 h_q=64:s_q=2}; do
   timeout 200 ncu --clock-control none --set full --import-source no -k 'regex:decode_sparse' --launch-skip 3 --launch-count 1 \
     -o /tmp/ncu_$tag $B/openmla_bench --filter "sparse b=128 ${c//:/ } " --iters 20 > /tmp/ncu_$tag.run 2>&1
   echo "ncu $c rc=$?"; tail -2 /tmp/ncu_$tag.run
-  ncu -i /tmp/ncu_$tag.ncu-rep --page details > $OUT/ncu_${tag}_details.txt 2>&1
+  ncu -i /tmp/ncu_$tag.ncu-rep --page details > /tmp/ncu_${tag}_details.txt 2>&1
   ncu -i /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > $OUT/ncu_${tag}_source.csv 2>&1
-  grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|L1/TEX Hit|Warp Cycles Per Issued|Issue Slots Busy|Achieved Occupancy" $OUT/ncu_${tag}_details.txt | head -12
+  grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|Warp Cycles Per Issued|Issue Slots Busy|Tensor|Shared Memory|Executed Ipc" /tmp/ncu_${tag}_details.txt | head -24
   ls -la $OUT/ncu_${tag}_source.csv
 done

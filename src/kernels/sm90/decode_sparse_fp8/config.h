@@ -39,11 +39,12 @@ constexpr bool kernel_supported(int heads, int cluster) {
 // ---- warp roles ---------------------------------------------------------------------------
 // warpgroup 0:    consumer. S^T = K.Q^T, masked online softmax over tokens,
 //                 P^T -> smem, O^T += V^T.P^T (the whole 512 x N).
-// warpgroups 1-2: producers (8 warps). Warp w owns token rows 8w .. 8w + 7 of
-//                 every stage: their indices, validity and RoPE (registers) in
-//                 its own CTA. Of those 8 rows, cluster rank r dequantises rows
-//                 r R .. r R + R - 1 (R = 8 / cluster size) and copies them
-//                 into the other CTAs of the cluster (DSMEM bulk copies).
+// warpgroups 1-2: producers (8 warps). Warp w owns 8 token rows of every
+//                 stage: their indices, validity and RoPE (registers) in its
+//                 own CTA. Cluster rank r dequantises the contiguous rows
+//                 [64 r / C, 64 (r + 1) / C) (R = 8 / C of them per warp) and
+//                 bulk-copies them into the other CTAs of the cluster, one
+//                 copy per (CTA, latent chunk) (traits.h maps the rows).
 inline constexpr int kWarpgroupThreads = 128;
 inline constexpr int kNumWarpgroups = 3;
 inline constexpr int kNumThreads = kNumWarpgroups * kWarpgroupThreads;
@@ -64,6 +65,7 @@ static_assert(kConsumerRegs + 2 * kProducerRegs <= kNumWarpgroups * kEntryRegs,
 
 // Named barriers (0 is __syncthreads).
 inline constexpr int kBarrierConsumer = 1;  // the consumer warpgroup's own reductions and P^T publish
+inline constexpr int kBarrierProducers = 2;  // a stage's rows all stored before the DSMEM copies
 
 // ---- kernel parameters -------------------------------------------------------------------
 struct KernelParams {

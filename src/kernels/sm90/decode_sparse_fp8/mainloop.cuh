@@ -194,7 +194,7 @@ struct Producer {
 #pragma unroll
     for (int k = 0; k < kRopeUnitsPerLane; ++k) {
       const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
-      const uint32_t row = uint32_t(warp * kRows + j);
+      const uint32_t row = uint32_t(Traits::producer_row(warp, j));
       st_shared_v4(stage_addr + Traits::kRopeChunk * Traits::kKvChunkBytes + row * Traits::kRowBytes +
                        ((unit ^ (row & 7)) << 4),
                    rope[k]);
@@ -219,19 +219,23 @@ struct Producer {
     }
   }
 
-  // The warp's own rows of a finished stage -> the same rows of every other
-  // CTA of the cluster: one bulk copy per (CTA, latent chunk), a lane each.
+  // This rank's rows of a finished stage (every producer warp stored and
+  // fenced them: the producers' barrier precedes this) -> the same rows of
+  // every other CTA of the cluster. Warp w copies latent chunk w, lane p to
+  // the p-th other CTA: one bulk copy of kRankRows rows each. NOTE: the
+  // issue of a bulk copy stalls while the copy unit is busy; one warp
+  // issuing all of a block's copies was slower (h_q=128: 178 vs 198 TFLOP/s).
+  static_assert(Traits::kRopeChunk == kNumProducerWarps, "one latent chunk per producer warp");
   static __device__ __forceinline__ void copy_to_cluster(SharedStorage& smem, int stage, int warp, int lane,
                                                          int rank) {
     if constexpr (kClusterSize > 1) {
-      constexpr int kLatentChunks = Traits::kRopeChunk;  // 8
-      if (lane < (kClusterSize - 1) * kLatentChunks) {
-        const int peer = (rank + 1 + lane / kLatentChunks) % kClusterSize;
-        const int chunk = lane % kLatentChunks;
-        const uint8_t* src = reinterpret_cast<const uint8_t*>(smem.kv[stage]) + chunk * Traits::kKvChunkBytes +
-                             (warp * kRows + rank * kOwnRows) * Traits::kRowBytes;
+      common::named_barrier_sync(kBarrierProducers, kProducerThreads);
+      if (lane < kClusterSize - 1) {
+        const int peer = (rank + 1 + lane) % kClusterSize;
+        const uint8_t* src = reinterpret_cast<const uint8_t*>(smem.kv[stage]) + warp * Traits::kKvChunkBytes +
+                             rank * Traits::kRankRows * Traits::kRowBytes;
         common::bulk_copy_to_cluster_rank(common::map_to_cluster_rank(src, peer), src,
-                                          uint32_t(kOwnRows * Traits::kRowBytes),
+                                          uint32_t(Traits::kRankRows * Traits::kRowBytes),
                                           common::map_to_cluster_rank(&smem.kv_full[stage], peer));
       }
     }
@@ -242,7 +246,7 @@ struct Producer {
     const int warp = thread / kWarpSize;
     const int lane = thread % kWarpSize;
     const int lane_block = lane / kRows;  // which lookahead block this lane's offset belongs to
-    const int lane_row = warp * kRows + lane % kRows;
+    const int lane_row = Traits::producer_row(warp, lane % kRows);
 
     // ---- lookahead state: offsets of blocks n .. n + 3, raw indices of n + 4 ----
     BlockCursor c0 = cursor_begin(params, part);
@@ -260,10 +264,11 @@ struct Producer {
     // ---- this lane's store addresses (shared-window offsets) ----
     const bool swap = (lane & 4) != 0;
     const uint32_t unit_first = 2 * (lane % 4) + (swap ? 1 : 0);
-    const uint32_t own_row0 = uint32_t(warp * kRows + rank * kOwnRows);
+    const uint32_t own_row0 = uint32_t(Traits::producer_row(warp, rank * kOwnRows));  // then + j
     const uint32_t row_base0 = common::smem_u32(smem.kv[0]) + (lane / 4) * Traits::kKvChunkBytes +
                                own_row0 * Traits::kRowBytes;
-    const uint32_t unit_xor0 = (unit_first ^ uint32_t(rank * kOwnRows)) << 4;  // row & 7 = rank R + j
+    // row & 7 = (own_row0 & 7) ^ j: own_row0 is a multiple of kOwnRows, which divides 8.
+    const uint32_t unit_xor0 = (unit_first ^ (own_row0 & 7u)) << 4;
 
     // ---- register ring: own rows of blocks n .. n + kBlocksInFlight - 1 ----
     uint4 codes[Traits::kTokensInFlight];
@@ -319,8 +324,6 @@ struct Producer {
       // ---- publish: Q copies landed, stores visible to WGMMA and the bulk copies ----
       if (c0.first) common::cp_async_wait_all();
       common::fence_view_async_shared();
-      __syncwarp();
-      copy_to_cluster(smem, stage, warp, lane, rank);
       if (thread == 0 && kClusterSize > 1) {
         common::mbarrier_arrive_expect_tx(&smem.kv_full[stage], Traits::kPeerBytesPerStage);
       } else {
@@ -330,6 +333,7 @@ struct Producer {
         common::mbarrier_arrive(&smem.q_full);
         ++item_counter;
       }
+      copy_to_cluster(smem, stage, warp, lane, rank);
 
       // ---- shift the lookahead by one block ----
       offsets = __shfl_down_sync(kFullMask, offsets, kRows);

@@ -53,9 +53,16 @@ struct Traits {
   static_assert(kRowBytes == 128, "one chunk row is one 128-byte swizzle row");
 
   // ---- producer split across the cluster ------------------------------------------------------
-  // Each producer warp dequantises kOwnRows of its 8 rows; kBlocksInFlight
-  // blocks of them are loaded ahead in registers.
+  // Cluster rank r dequantises the contiguous token rows [r kRankRows,
+  // (r + 1) kRankRows) of every stage, so one bulk copy per (peer, chunk)
+  // carries them. Producer warp w takes kOwnRows of them; its 8 rows (indices,
+  // validity, RoPE in every CTA) are its kOwnRows rows of each rank's range:
+  // warp row j -> token row producer_row(w, j).
   static constexpr int kOwnRows = kRowsPerProducerWarp / kClusterSize;  // 8, 4, 2
+  static constexpr int kRankRows = BLOCK_N / kClusterSize;              // 64, 32, 16
+  static __host__ __device__ constexpr int producer_row(int warp, int j) {
+    return (j / kOwnRows) * kRankRows + warp * kOwnRows + j % kOwnRows;
+  }
   static constexpr int kBlocksInFlight = kClusterSize == 1 ? 1 : 2;
   static constexpr int kTokensInFlight = kOwnRows * kBlocksInFlight;  // per warp: 8, 8, 4
   // Latent bytes of one stage that the other CTAs of the cluster write.
