@@ -2,6 +2,7 @@
 // kernel, then the combine when anything can be split. Never allocates.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <string>
 
 #include "api/validate.h"
@@ -50,7 +51,10 @@ Status run_split_kv(const FamilyParams& params, const DecodePlan& plan, void* wo
   combine.h_q = params.shape.h_q;
   combine.d_v = plan.d_v;
   combine.q_tokens_per_item = plan.q_tokens_per_item;
-  combine.num_entries = plan.num_parts;
+  // The schedule numbers its entries densely and every split item has its
+  // own entry, so at most min(parts, items) are real: the combine grid needs
+  // no more CTAs than that (b = 1: one entry, not one per part).
+  combine.num_entries = std::min(plan.num_parts, plan.num_items);
   combine.num_slots = plan.num_slots;
   combine.entries = views.schedule.combine;
   combine.partial_o = views.partial_o;

@@ -158,6 +158,23 @@ OPENMLA_HOST_DEVICE PartRange describe_part(const Bound* bounds, const ItemLengt
   return range;
 }
 
+// The split item whose first piece this part holds (its combine entry), or
+// -1: the begin item when the part starts it at block 0 and it is split, else
+// the end item when that is split.
+OPENMLA_HOST_DEVICE int32_t first_piece_item(const PartRange& range) {
+  if (range.empty) return -1;
+  if (range.begin_partial && range.begin.block == 0) return range.begin.item;
+  if (range.end_partial && range.end_item != range.begin.item) return range.end_item;
+  return -1;
+}
+
+// part_slots packs two per-part counts so one scan gives both prefixes: the
+// partial pieces (low 16 bits; at most 2 * kMaxParts) and whether the part
+// holds a combine entry (high bits). Entries are thereby numbered densely, so
+// the combine grid needs only as many CTAs as there can be split items.
+inline constexpr int32_t kSlotBits = 16;
+inline constexpr int32_t kSlotMask = (1 << kSlotBits) - 1;
+
 struct ReadAt {
   const int32_t* values;
   OPENMLA_HOST_DEVICE int32_t operator()(int i) const { return values[i]; }
@@ -166,10 +183,10 @@ struct ReadAt {
 // Where the schedule lives (device or host memory).
 struct ScheduleBuffers {
   PartWork* parts;         // [num_parts]
-  CombineEntry* combine;   // [num_parts]
+  CombineEntry* combine;   // [num_parts]; split items first (dense), then empty entries
   int64_t* item_prefix;    // [num_items + 1]
   Bound* part_bounds;      // [num_parts + 1]
-  int32_t* part_slots;     // [num_parts + 1]
+  int32_t* part_slots;     // [num_parts + 1]; packed, see kSlotBits
 };
 
 // Last part whose range starts at or before `at` (bounds are non-decreasing).
@@ -206,10 +223,13 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   }
   threads_sync();
 
-  // 3. partial pieces per part, then 4. their exclusive prefix (in place)
+  // 3. partial pieces and combine entries per part, then 4. their exclusive
+  // prefix (in place); every combine entry starts empty
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p < num_parts; p += num_threads) {
-    out.part_slots[p] = describe_part(out.part_bounds, lengths, p).pieces;
+    const PartRange range = describe_part(out.part_bounds, lengths, p);
+    out.part_slots[p] = range.pieces | (first_piece_item(range) >= 0 ? 1 << kSlotBits : 0);
+    out.combine[p] = CombineEntry{-1, -1, 0, 0};
   }
   threads_sync();
   if (scans) lanes_exclusive_scan<int32_t>(num_parts, ReadAt{out.part_slots}, out.part_slots, thread, scan_lanes);
@@ -219,8 +239,8 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p < num_parts; p += num_threads) {
     const PartRange range = describe_part(out.part_bounds, lengths, p);
+    const int32_t slot_prefix = out.part_slots[p] & kSlotMask;
     PartWork work{};
-    CombineEntry entry{-1, -1, 0, 0};
     if (range.empty) {
       work = PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}};
     } else {
@@ -228,26 +248,18 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
       work.begin_block = range.begin.block;
       work.end_item = range.end_item;
       work.end_block = range.end_block;
-      work.first_slot = range.pieces > 0 ? out.part_slots[p] : -1;
+      work.first_slot = range.pieces > 0 ? slot_prefix : -1;
       work.flags = (range.begin_partial ? kPartBeginPartial : 0) | (range.end_partial ? kPartEndPartial : 0);
-      // A split item whose first piece is here: this part's begin item when it
-      // starts at block 0 and is split, else its end item when that is split.
-      int32_t first_piece_item = -1;
-      if (range.begin_partial && range.begin.block == 0) {
-        first_piece_item = range.begin.item;
-      } else if (range.end_partial && range.end_item != range.begin.item) {
-        first_piece_item = range.end_item;
-      }
-      if (first_piece_item >= 0) {
-        const int32_t last_block = item_num_blocks(item_length(lengths, first_piece_item)) - 1;
-        const int32_t last_part = part_containing(out.part_bounds, num_parts, Bound{first_piece_item, last_block});
-        const int32_t first_slot = first_piece_item == range.begin.item ? work.first_slot
-                                                                         : work.first_slot + range.pieces - 1;
-        entry = CombineEntry{first_piece_item, first_slot, out.part_slots[last_part] - first_slot + 1, 0};
+      const int32_t item = first_piece_item(range);
+      if (item >= 0) {
+        const int32_t last_block = item_num_blocks(item_length(lengths, item)) - 1;
+        const int32_t last_part = part_containing(out.part_bounds, num_parts, Bound{item, last_block});
+        const int32_t first_slot = item == range.begin.item ? work.first_slot : work.first_slot + range.pieces - 1;
+        const int32_t last_slot = out.part_slots[last_part] & kSlotMask;
+        out.combine[out.part_slots[p] >> kSlotBits] = CombineEntry{item, first_slot, last_slot - first_slot + 1, 0};
       }
     }
     out.parts[p] = work;
-    out.combine[p] = entry;
   }
 }
 

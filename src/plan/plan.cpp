@@ -12,6 +12,7 @@ namespace {
 
 // Upper bound on parts, whatever the options say (keeps scratch tiny).
 constexpr int kMaxParts = 4096;
+static_assert(2 * kMaxParts <= plan_detail::kSlotMask, "partial-slot prefixes fit part_slots' low bits");
 
 size_t align_up(size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
