@@ -146,7 +146,8 @@ struct CombineParams {
   int h_q = 0;
   int d_v = kHeadDimV;
   int q_tokens_per_item = 1;  // s_q (dense) or 1 (sparse)
-  int num_entries = 0;        // length of `entries` (= plan.num_parts)
+  int num_entries = 0;        // entries to read: up to plan.num_parts; the schedule puts the real
+                              // ones first, so min(plan.num_parts, plan.num_items) suffice
   int num_slots = 0;          // partial slots available
 
   const CombineEntry* entries = nullptr;  // [num_entries]; entries with num_pieces < 2 are skipped
