@@ -1,7 +1,8 @@
 // openmla_bench: times the decode kernels with CUDA events (L2 flushed before
 // every timed run, median of --iters >= 20) and reports each case against the
 // copy bandwidth and bf16 GEMM rate measured in the same process.
-//   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--no-flush]
+//   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING] [--min-part-cost BLOCKS]
+//                 [--cluster-split 0|1|2|4|8] [--no-flush]
 // Cases are listed in dense_cases() and sparse_cases() below; "graph" cases time CUDA-graph replays
 // of a whole decode call (schedule + attention + combine), so host launch
 // overhead is excluded.
@@ -401,9 +402,10 @@ int main(int argc, char** argv) {
     else if (arg == "--iters" && i + 1 < argc) iters = std::max(20, std::atoi(argv[++i]));
     else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (arg == "--min-part-cost" && i + 1 < argc) g_plan_options.min_part_cost = std::atoi(argv[++i]);
+    else if (arg == "--cluster-split" && i + 1 < argc) g_plan_options.cluster_split = std::atoi(argv[++i]);
     else if (arg == "--no-flush") flush_l2 = false;
     else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--no-flush]\n",
+      std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--cluster-split 0|1|2|4|8] [--no-flush]\n",
                    argv[0]);
       return 2;
     }

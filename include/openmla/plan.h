@@ -68,6 +68,12 @@ struct DecodePlan {
   int num_slots = 0;          // partial slots = 2 * (num_parts - 1); 0 when nothing can split
   int d_v = kHeadDimV;
   int min_part_cost = kMinPartCostBlocks;  // least cost (blocks) per active part; 1 when parts are forced
+  // Dense decode of a short call: C > 1 runs each (request, q-group) as one
+  // thread-block cluster of C CTAs that split its blocks evenly and merge
+  // their pieces through distributed shared memory, in one kernel (no
+  // schedule or combine grid; parts, slots and the workspace go unused).
+  // 0: off (the split-KV schedule above).
+  int cluster_split = 0;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
 };
@@ -76,6 +82,10 @@ struct PlanOptions {
   int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
   int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
   int min_part_cost = 0;  // 0: automatic; least work (blocks) per active part (tuning / benchmarks)
+  // Dense only. 0: automatic (short calls that fit one wave of C = 8, 4 or 2
+  // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
+  // 2, 4 or 8: always, with that C.
+  int cluster_split = 0;
 };
 
 // Bytes of split accumulators for a plan: the bound, as a formula.

@@ -171,7 +171,8 @@ void check_plan_matches(const std::string& entry, const DecodePlan& given, const
   if (given.num_items == expected.num_items && given.rows_per_item == expected.rows_per_item &&
       given.num_q_groups == expected.num_q_groups &&
       given.lengths.max_length == expected.lengths.max_length && given.num_parts == expected.num_parts &&
-      given.d_v == expected.d_v && given.workspace.total_bytes == expected.workspace.total_bytes) {
+      given.d_v == expected.d_v && given.cluster_split == expected.cluster_split &&
+      given.workspace.total_bytes == expected.workspace.total_bytes) {
     return;
   }
   raise_if_error(Status::invalid_argument(entry + ": argument 'plan' was made for other shapes: got " +
@@ -253,7 +254,8 @@ NB_MODULE(_C, m) {
       .def(nb::init<>())
       .def_rw("max_parts", &PlanOptions::max_parts)
       .def_rw("min_parts", &PlanOptions::min_parts)
-      .def_rw("min_part_cost", &PlanOptions::min_part_cost);
+      .def_rw("min_part_cost", &PlanOptions::min_part_cost)
+      .def_rw("cluster_split", &PlanOptions::cluster_split);
 
   nb::class_<DenseDecodeShape>(m, "DenseDecodeShape")
       .def(nb::init<>())
@@ -288,6 +290,7 @@ NB_MODULE(_C, m) {
       .def_ro("num_q_groups", &DecodePlan::num_q_groups)
       .def_ro("num_parts", &DecodePlan::num_parts)
       .def_ro("num_slots", &DecodePlan::num_slots)
+      .def_ro("cluster_split", &DecodePlan::cluster_split)
       .def_ro("d_v", &DecodePlan::d_v)
       .def_prop_ro("max_length", [](const DecodePlan& p) { return p.lengths.max_length; })
       .def_prop_ro("workspace_bytes", [](const DecodePlan& p) { return p.workspace.total_bytes; })

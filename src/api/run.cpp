@@ -99,6 +99,10 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
                                              shape.h_kv * m_tiles, shape.max_pages_per_seq * shape.page_size));
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
   OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::can_implement(shape));
+  if (plan.cluster_split > 1) {
+    // One kernel: each request's clusters split its blocks and merge in shared memory.
+    return kernels::decode_dense::launch(params, plan, nullptr, nullptr, nullptr, stream);
+  }
 
   return run_split_kv(
       params, plan, workspace, params.seqlens, shape.out_dtype, /*attn_sink=*/nullptr,

@@ -67,7 +67,35 @@ void finish_plan(DecodePlan* plan, int cluster_size, const DeviceInfo& device, c
                                      plan->rows_per_item, plan->d_v);
 }
 
+// Cluster split (DecodePlan::cluster_split) for a dense call. Measured on the
+// H200 (docs/performance.md, 2026-11-30 session 4; graph replays, s_k = 1024):
+//   C = 8 helps only one-tile calls of at most 16 query rows per KV head (b = 1,
+//     h_q = 16: 17.6 vs ~19 us); with 64-row tiles the eight-way merge costs
+//     more than it saves (b = 1, h_q = 16, s_q = 4: 26 vs 21 us);
+//   C = 2 helps once its pairs fill a quarter to all of the SMs (b = 32, h_q = 16:
+//     31 vs 39 us; h_q = 128: 39 vs 52 us) and loses when few CTAs run (b = 1:
+//     2 CTAs, 30 vs 19 us);
+//   C = 4 was never the best.
+// Clusters of C whole-SM CTAs must sit in one GPC (GPCs of 16-18 SMs).
+int choose_cluster_split(const DecodePlan& plan, int rows_per_kv, const DeviceInfo& device,
+                         const PlanOptions& options) {
+  if (options.cluster_split > 0) return options.cluster_split == 1 ? 0 : options.cluster_split;
+  if (options.max_parts > 0 || options.min_parts > 0) return 0;  // the caller asked for a schedule
+  constexpr int kSmallTileRows = 16;
+  const int64_t clusters = int64_t(plan.num_items) * plan.num_q_groups;
+  const int64_t max_blocks = (int64_t(plan.lengths.max_length) + kKvBlockTokens - 1) / kKvBlockTokens;
+  if (rows_per_kv <= kSmallTileRows && max_blocks >= 8 && clusters * 16 <= device.num_sms) return 8;
+  if (max_blocks >= 2 && clusters * 2 * 4 >= device.num_sms && clusters * 2 <= device.num_sms) return 2;
+  return 0;
+}
+
 Status validate_options(const char* entry, const PlanOptions& options) {
+  if (options.cluster_split != 0 && options.cluster_split != 1 && options.cluster_split != 2 &&
+      options.cluster_split != 4 && options.cluster_split != 8) {
+    return Status::invalid_argument(std::string(entry) + ": argument 'options.cluster_split' must be 0 " +
+                                    "(automatic), 1 (never), 2, 4 or 8: got " +
+                                    std::to_string(options.cluster_split));
+  }
   if (options.min_part_cost < 0) {
     return Status::invalid_argument(std::string(entry) + ": argument 'options.min_part_cost' must be >= 0: got " +
                                     std::to_string(options.min_part_cost) + " (0 = automatic)");
@@ -105,6 +133,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
   finish_plan(&result, /*cluster_size=*/1, device, options);
+  result.cluster_split = choose_cluster_split(result, rows_per_kv_head, device, options);
   *plan = result;
   return Status::ok();
 }

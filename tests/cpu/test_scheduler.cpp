@@ -352,6 +352,47 @@ TEST(SchedulerExamples, InvalidOptionsAreRefused) {
   const Status parts = plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 2, .min_parts = 3});
   EXPECT_EQ(parts.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(parts.message().find("options"), std::string::npos) << parts.message();
+  const Status cluster = plan_dense_decode(shape, device, &plan, PlanOptions{.cluster_split = 3});
+  EXPECT_EQ(cluster.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(cluster.message().find("options.cluster_split"), std::string::npos) << cluster.message();
+}
+
+// Short dense calls run as cluster splits when their clusters fit one wave;
+// larger calls, very short requests and callers that shape the schedule
+// themselves keep the split-KV schedule.
+TEST(SchedulerExamples, ShortDenseCallsRunAsClusterSplits) {
+  DeviceInfo device;
+  device.num_sms = 132;
+  device.max_clusters_of_4 = 30;
+  struct Expect {
+    int batch, s_q, h_q, max_pages;
+    PlanOptions options;
+    int cluster_split;
+  };
+  for (const Expect& e : {Expect{1, 1, 16, 16, {}, 8},               // b=1, s_k=1024: 8 CTAs
+                          Expect{8, 1, 16, 16, {}, 8},
+                          Expect{1, 4, 16, 16, {}, 0},               // 64-row tile: the merge costs more
+                          Expect{1, 1, 128, 16, {}, 0},
+                          Expect{9, 1, 16, 16, {}, 0},               // 9 clusters of 8 might not fit one wave
+                          Expect{16, 1, 16, 16, {}, 0},              // pairs would fill under a quarter
+                          Expect{17, 1, 16, 16, {}, 2},
+                          Expect{32, 1, 128, 16, {}, 2},             // 64 pairs
+                          Expect{67, 1, 16, 16, {}, 0},              // pairs past one wave
+                          Expect{32, 4, 128, 16, {}, 0},
+                          Expect{128, 1, 16, 256, {}, 0},
+                          Expect{1, 1, 16, 1, {}, 0},                // one block: nothing to split
+                          Expect{40, 1, 16, 2, {}, 2},
+                          Expect{1, 1, 16, 16, PlanOptions{.cluster_split = 1}, 0},
+                          Expect{1, 1, 16, 16, PlanOptions{.min_parts = 4}, 0},
+                          Expect{1, 1, 16, 16, PlanOptions{.max_parts = 1}, 0},
+                          Expect{64, 1, 16, 16, PlanOptions{.cluster_split = 4}, 4}}) {
+    const DenseDecodeShape shape{.batch = e.batch, .s_q = e.s_q, .h_q = e.h_q, .page_size = 64,
+                                 .num_pages = e.batch * e.max_pages, .max_pages_per_seq = e.max_pages};
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(shape, device, &plan, e.options).is_ok());
+    EXPECT_EQ(plan.cluster_split, e.cluster_split) << "batch " << e.batch << " s_q " << e.s_q << " h_q " << e.h_q
+                                                   << " pages " << e.max_pages;
+  }
 }
 
 }  // namespace

@@ -114,8 +114,9 @@ void run_case(const Case& c) {
   ASSERT_CUDA(cudaMemcpy(inputs.out.data(), d_out.ptr, inputs.out.size(), cudaMemcpyDeviceToHost));
   ASSERT_CUDA(cudaMemcpy(inputs.lse.data(), d_lse.ptr, inputs.lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
 
-  // ---- split items: merge the kernel's partials on the host ----
-  if (partial_rows > 0) {
+  // ---- split items: merge the kernel's partials on the host (a cluster
+  // split merges in the kernel and writes out / lse itself) ----
+  if (partial_rows > 0 && plan.cluster_split == 0) {
     ASSERT_CUDA(cudaMemcpy(partial_o.data(), d_partial_o.ptr, partial_o.size() * sizeof(float),
                            cudaMemcpyDeviceToHost));
     ASSERT_CUDA(cudaMemcpy(partial_lse.data(), d_partial_lse.ptr, partial_lse.size() * sizeof(float),
@@ -203,6 +204,8 @@ std::vector<Case> all_cases() {
             dtype_tag(k.dtype) + "_d" + std::to_string(k.d_qk);
     if (options.max_parts == 1) name += "_nosplit";
     if (options.min_parts > 0) name += "_split" + std::to_string(options.min_parts);
+    if (options.cluster_split == 1) name += "_sched";
+    if (options.cluster_split > 1) name += "_cluster" + std::to_string(options.cluster_split);
     cases.push_back(Case{name, c, options, seed++});
   };
 
@@ -269,6 +272,37 @@ std::vector<Case> all_cases() {
     test::DenseDecodeConfig d = config(3, 1, 64, 2, 16, false, DType::kFP16, 512);
     d.stride_pad_bytes = 64;
     add("padded", d, PlanOptions{.min_parts = 6});
+  }
+  // The automatic plan runs most of the short cases above as cluster splits:
+  // run every one of them through the split-KV schedule as well.
+  const size_t num_listed = cases.size();
+  for (size_t i = 0; i < num_listed; ++i) {
+    const Case listed = cases[i];
+    const PlanOptions& o = listed.options;
+    if (o.max_parts == 0 && o.min_parts == 0 && o.cluster_split == 0) {
+      add(listed.name.substr(0, listed.name.find('_')), listed.config, PlanOptions{.cluster_split = 1});
+    }
+  }
+  // Forced cluster splits: pieces that are empty (short and zero lengths),
+  // causal rows that see nothing, several query tiles and KV heads, padded
+  // strides, both dtypes and head dims.
+  {
+    add("cluster", config(2, 1, 16, 1, 64, false, DType::kBF16, kHeadDimQK, 900), PlanOptions{.cluster_split = 8});
+    test::DenseDecodeConfig c = config(10, 1, 16, 1, 32, false);
+    c.seqlens = {0, 0, 1, 63, 64, 65, 0, 127, 128, 129};
+    add("cluster_lengths", c, PlanOptions{.cluster_split = 8});
+    test::DenseDecodeConfig z = config(4, 2, 64, 1, 64, true);
+    z.seqlens = {0, 0, 0, 0};
+    add("cluster_allzero", z, PlanOptions{.cluster_split = 4});
+    test::DenseDecodeConfig s = config(4, 4, 16, 1, 16, true);
+    s.seqlens = {2, 0, 3, 10};
+    add("cluster_causal_short", s, PlanOptions{.cluster_split = 2});
+    add("cluster", config(2, 300, 3, 1, 128, true, DType::kBF16, kHeadDimQK, 600), PlanOptions{.cluster_split = 2});
+    add("cluster", config(2, 1, 128, 8, 16, false, DType::kFP16, kHeadDimQK, 700), PlanOptions{.cluster_split = 4});
+    add("cluster", config(3, 2, 128, 1, 64, true, DType::kBF16, 512, 1500), PlanOptions{.cluster_split = 8});
+    test::DenseDecodeConfig d = config(3, 1, 64, 2, 16, false, DType::kFP16, 512, 800);
+    d.stride_pad_bytes = 64;
+    add("cluster_padded", d, PlanOptions{.cluster_split = 8});
   }
   return cases;
 }

@@ -118,6 +118,8 @@ TEST_P(DenseDecodeGraph, ReplayWithNewLengthsMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, DenseDecodeGraph,
     ::testing::Values(GraphCase{9, 1, 16, 64, false, {}},                      // automatic split
+                      GraphCase{9, 1, 16, 64, false, PlanOptions{.cluster_split = 8}},  // cluster split, C = 8
+                      GraphCase{5, 2, 128, 64, true, PlanOptions{.cluster_split = 2}},  // cluster split, two tiles
                       GraphCase{5, 2, 128, 64, true, {}},                      // MTP, two tiles per part
                       GraphCase{6, 1, 64, 32, false, PlanOptions{.max_parts = 1}},  // forced no-split
                       GraphCase{4, 3, 32, 16, true, PlanOptions{.min_parts = 40}}));  // forced split

@@ -64,6 +64,24 @@ __device__ __forceinline__ uint32_t map_to_cluster_rank(const void* ptr, uint32_
   return remote;
 }
 
+// Loads from another CTA's shared memory (an address from map_to_cluster_rank).
+// The writer's data is visible after a cluster barrier (arrive.release /
+// wait.acquire) between its stores and these loads.
+__device__ __forceinline__ float ld_shared_cluster_f32(uint32_t remote) {
+  float value;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
+  return value;
+}
+
+__device__ __forceinline__ float4 ld_shared_cluster_f32x4(uint32_t remote) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+
 // One arrival on an mbarrier of another CTA of the cluster. Used to release
 // a buffer whose last readers were WGMMAs this thread already waited for, as
 // CUTLASS's cluster pipelines do; NOTE: release at cluster scope would add a

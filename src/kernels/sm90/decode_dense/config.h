@@ -41,6 +41,7 @@ static_assert(kWarpgroupThreads * kProducerRegs + 2 * kWarpgroupThreads * kConsu
 // The P handoff between WG1 and WG2 uses the mbarriers p_full / p_empty
 // (every thread arrives, so each thread's smem accesses are released).
 inline constexpr int kBarrierSoftmaxWg = 3; // inside WG1 only
+inline constexpr int kBarrierConsumers = 4; // WG1 + WG2, before the cluster merge reuses the K/V stages
 
 // ---- paged KV ------------------------------------------------------------------------
 // A 64-token block is loaded as 64 / box_tokens TMA boxes per 64-column chunk,
@@ -86,10 +87,11 @@ struct KernelParams {
   int box_tokens;       // min(page_size, 64)
   int max_length;       // max_pages_per_seq * page_size (lengths are clamped to it)
   int causal;
+  int cluster_split;    // C > 1: blockIdx.x = request * C + rank, blockIdx.y = q-group (DecodePlan)
 };
 
 // One instantiation per (dtype, d_qk): instantiations/<combo>.cu.
 template <DType kDType, int kHeadDimQK>
-Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+Status launch_kernel(const KernelParams& params, dim3 grid, int cluster, cudaStream_t stream);
 
 }  // namespace openmla::kernels::decode_dense

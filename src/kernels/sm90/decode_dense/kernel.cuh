@@ -12,18 +12,25 @@
 //       softmax in registers, P -> smem (stmatrix), O[:, 0:256) += P.V (SS).
 //   WG2 (setmaxnreg 232): O[:, 256:512) += P.V with P and the row scales read
 //       from smem after WG1 publishes them (mbarriers p_full / p_empty).
+// Cluster split (DecodePlan::cluster_split = C > 1, short calls): blockIdx =
+// (request * C + rank, q-group) in clusters of C along x; rank r takes an even
+// share of the request's blocks, and the pieces are merged in the kernel
+// through distributed shared memory (cluster_merge.cuh) instead of by the
+// schedule and combine grids.
 // Shared memory: Q 72 KB + 2 K/V stages 144 KB + P 8 KB + row stats (traits.h).
 // Pipeline depth: 2 K/V stages; one Q buffer (reloaded per item while the
 // previous item's softmax/P.V/epilogue still run).
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <cute/arch/cluster_sm90.hpp>
 #include <climits>
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/sm90/decode_dense/cluster_merge.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/epilogue.cuh"
 #include "kernels/sm90/decode_dense/mainloop.cuh"
@@ -80,6 +87,12 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
   for (int i = 0; i < 2; ++i) rows[i] = make_query_row(params, kv_head, m_tile, int(get<0>(tScS_rc(i, 0))));
 
   common::OnlineSoftmax<2> softmax;
+  // Cluster split: the piece's factors and LSE, kept for the merge (an empty
+  // piece keeps O = 0, norm 0 and LSE -inf).
+  const bool clustered = params.cluster_split > 1;
+  float piece_norm[2] = {0.0f, 0.0f};
+  float piece_lse[2] = {-INFINITY, -INFINITY};
+  clear(tOrO);
   int block_counter = 0;
   int item_counter = 0;
   for (int item = part.begin_item; item <= part.end_item; ++item) {
@@ -163,12 +176,27 @@ __device__ void run_softmax_warpgroup(const KernelParams& params, const PartWork
       __syncwarp();
       if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
 
-      if (last) {
+      if (last && clustered) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          piece_norm[i] = norm[i];
+          piece_lse[i] = row_sum[i] > 0.0f ? (softmax.row_max[i] + log2f(row_sum[i])) * common::kLn2 : -INFINITY;
+        }
+      } else if (last) {
         Epilogue<Traits>::store_o(params, item, blocks, tOrO_rc, rows, norm, 0, lane);
         Epilogue<Traits>::store_lse(params, item, blocks, rows, softmax.row_max, row_sum, lane);
       }
     }
     ++item_counter;
+  }
+  if (clustered) {
+    // Both warpgroups' last products are done: Q and the stages become the merge buffer.
+    common::named_barrier_sync(kBarrierConsumers, 2 * kWarpgroupThreads);
+    ClusterMerge<Traits>::stash_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
+    if (lane % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) smem.piece_lse[rows[i].tile_row] = piece_lse[i];
+    }
   }
 }
 
@@ -191,6 +219,9 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
 #pragma unroll
   for (int i = 0; i < 2; ++i) rows[i] = make_query_row(params, kv_head, m_tile, int(get<0>(tOcO_rc(i, 0))));
 
+  const bool clustered = params.cluster_split > 1;
+  float piece_norm[2] = {0.0f, 0.0f};  // cluster split: kept for the merge (see WG1)
+  clear(tOrO);
   int block_counter = 0;
   for (int item = part.begin_item; item <= part.end_item; ++item) {
     const ItemBlocks blocks = item_blocks(params, part, item);
@@ -218,9 +249,35 @@ __device__ void run_pv_warpgroup(const KernelParams& params, const PartWork& par
       if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
       common::mbarrier_arrive(&smem.p_empty);  // P and the row factors are consumed
 
-      if (last) Epilogue<Traits>::store_o(params, item, blocks, tOrO_rc, rows, norm, HEAD_DIM_V_HALF, lane);
+      if (last && clustered) {
+        piece_norm[0] = norm[0];
+        piece_norm[1] = norm[1];
+      } else if (last) {
+        Epilogue<Traits>::store_o(params, item, blocks, tOrO_rc, rows, norm, HEAD_DIM_V_HALF, lane);
+      }
     }
   }
+  if (clustered) {
+    common::named_barrier_sync(kBarrierConsumers, 2 * kWarpgroupThreads);
+    ClusterMerge<Traits>::stash_o(smem, tOrO_rc, rows, piece_norm, HEAD_DIM_V_HALF, lane);
+  }
+}
+
+// ---- cluster split: this CTA's piece ---------------------------------------------------------------------
+// Rank r of the C CTAs of request `item` takes blocks [r nb / C, (r + 1) nb / C)
+// of its nb blocks (an empty request has one, empty, block). Read after the
+// wait for the previous grid, like every input.
+__device__ __forceinline__ PartWork cluster_piece(const KernelParams& params, int item, int rank) {
+  const int length = min(max(params.seqlens[item], 0), params.max_length);
+  const int num_blocks = max(1, (length + BLOCK_N - 1) / BLOCK_N);
+  PartWork piece{};
+  piece.begin_item = item;
+  piece.end_item = item;
+  piece.begin_block = rank * num_blocks / params.cluster_split;
+  piece.end_block = (rank + 1) * num_blocks / params.cluster_split;
+  piece.first_slot = -1;
+  piece.flags = 0;  // never partial: the piece goes to the merge buffer, not partial_o
+  return piece;
 }
 
 // ---- the kernel ----------------------------------------------------------------------------------------
@@ -232,8 +289,13 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
       (reinterpret_cast<uintptr_t>(smem_raw) + Traits::kSmemAlignSlack - 1) &
       ~uintptr_t(Traits::kSmemAlignSlack - 1));
 
-  const int kv_head = blockIdx.x / params.num_m_tiles;
-  const int m_tile = blockIdx.x % params.num_m_tiles;
+  // Split-KV schedule: blockIdx = (q-group, part). Cluster split: blockIdx =
+  // (request * C + rank, q-group), clusters of C along x.
+  const bool clustered = params.cluster_split > 1;
+  const int q_group = clustered ? int(blockIdx.y) : int(blockIdx.x);
+  const int kv_head = q_group / params.num_m_tiles;
+  const int m_tile = q_group % params.num_m_tiles;
+  const int rank = clustered ? int(blockIdx.x) % params.cluster_split : 0;
   // Warp-uniform role index (keeps the role branches free of divergence).
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
   const int thread = threadIdx.x % kWarpgroupThreads;
@@ -254,10 +316,15 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
   // The schedule comes from the previous grid (launched as its dependent).
   common::wait_for_previous_grid();
   common::allow_next_grid();
-  const PartWork part = params.parts[blockIdx.y];
-  if (part.flags & kPartEmpty) return;  // uniform over the CTA
+  const PartWork part = clustered ? cluster_piece(params, int(blockIdx.x) / params.cluster_split, rank)
+                                  : params.parts[blockIdx.y];
+  // NOTE: an empty piece of a cluster still takes part in the merge.
+  if (!clustered && (part.flags & kPartEmpty)) return;  // uniform over the CTA
   __syncthreads();
 
+  // NOTE: each role branch runs its own cluster barriers (and the consumers
+  // the merge): code after the branches joins would be compiled for the
+  // producers' 40 registers.
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
     const int warp = thread / 32;
@@ -266,6 +333,10 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
     } else {
       Mainloop<Traits>::produce_q(params, part, smem, kv_head, m_tile, thread - 32);
     }
+    if (clustered) {
+      cute::cluster_sync();
+      cute::cluster_sync();
+    }
   } else {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
     if (warpgroup == 1) {
@@ -273,15 +344,21 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
     } else {
       run_pv_warpgroup<Traits>(params, part, smem, kv_head, m_tile, thread);
     }
+    if (clustered) {
+      cute::cluster_sync();  // every piece's O and LSE are in its CTA's shared memory
+      ClusterMerge<Traits>::merge(params, smem, part.begin_item, rank, kv_head, m_tile,
+                                  int(threadIdx.x) - kWarpgroupThreads);
+      cute::cluster_sync();  // no CTA leaves while another still reads its shared memory
+    }
   }
 }
 
 // ---- host launch of one instantiation -----------------------------------------------------------------
 template <DType kDType, int kHeadDimQK>
-Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
+Status launch_kernel(const KernelParams& params, dim3 grid, int cluster, cudaStream_t stream) {
   using KernelTraits = Traits<kDType, kHeadDimQK>;
   return common::launch_dependent("decode_dense", &decode_dense_kernel<KernelTraits>, grid, dim3(kNumThreads),
-                                  KernelTraits::kSmemBytes, stream, 1, params);
+                                  KernelTraits::kSmemBytes, stream, cluster, params);
 }
 
 }  // namespace openmla::kernels::decode_dense

@@ -82,7 +82,7 @@ Status check_supported(const DenseDecodeParams& params, const DecodePlan& plan, 
                                     std::to_string(plan.num_parts) + ", expected num_q_groups = " +
                                     std::to_string(shape.h_kv * num_m_tiles) + " and num_parts >= 1");
   }
-  if (plan.num_slots > 0 && (partial_o == nullptr || partial_lse == nullptr)) {
+  if (plan.cluster_split == 0 && plan.num_slots > 0 && (partial_o == nullptr || partial_lse == nullptr)) {
     return Status::invalid_argument(std::string(kEntry) + ": plan has " + std::to_string(plan.num_slots) +
                                     " partial slots but partial_o/partial_lse is null");
   }
@@ -168,15 +168,18 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
   kp.page_size = shape.page_size;
   kp.max_length = shape.max_pages_per_seq * shape.page_size;
   kp.causal = params.causal ? 1 : 0;
+  kp.cluster_split = plan.cluster_split;
 
-  const dim3 grid(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
+  const int cluster = plan.cluster_split > 1 ? plan.cluster_split : 1;
+  const dim3 grid = cluster > 1 ? dim3(unsigned(shape.batch * cluster), unsigned(plan.num_q_groups))
+                                : dim3(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
   const bool bf16 = shape.kv_dtype == DType::kBF16;
   if (shape.d_qk == kHeadDimQK) {
-    return bf16 ? launch_kernel<DType::kBF16, kHeadDimQK>(kp, grid, stream)
-                : launch_kernel<DType::kFP16, kHeadDimQK>(kp, grid, stream);
+    return bf16 ? launch_kernel<DType::kBF16, kHeadDimQK>(kp, grid, cluster, stream)
+                : launch_kernel<DType::kFP16, kHeadDimQK>(kp, grid, cluster, stream);
   }
-  return bf16 ? launch_kernel<DType::kBF16, kHeadDimLatent>(kp, grid, stream)
-              : launch_kernel<DType::kFP16, kHeadDimLatent>(kp, grid, stream);
+  return bf16 ? launch_kernel<DType::kBF16, kHeadDimLatent>(kp, grid, cluster, stream)
+              : launch_kernel<DType::kFP16, kHeadDimLatent>(kp, grid, cluster, stream);
 }
 
 }  // namespace openmla::kernels::decode_dense

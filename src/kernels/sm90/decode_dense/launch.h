@@ -19,6 +19,9 @@ Status can_implement(const DenseDecodeShape& shape);
 //   parts:       [plan.num_parts] device schedule, already filled on `stream`
 //   partial_o:   [plan.num_slots, plan.rows_per_item, 512] fp32 (null when num_slots == 0)
 //   partial_lse: [plan.num_slots, plan.rows_per_item]      fp32 (null when num_slots == 0)
+// With plan.cluster_split = C > 1 the kernel is the whole call: grid
+// (batch * C, plan.num_q_groups) in clusters of C along x; parts and the
+// partial buffers are not used (may be null).
 Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
               float* partial_o, float* partial_lse, cudaStream_t stream);
 

@@ -80,6 +80,7 @@ struct Traits {
     alignas(1024) Element p[BLOCK_M * BLOCK_N];                  // SmemLayoutP
     float row_scale[BLOCK_M];  // per block: factor for O before P.V is added
     float row_norm[BLOCK_M];   // last block of an item: 1 / row sum (0 for an empty row)
+    float piece_lse[BLOCK_M];  // cluster split: this CTA's piece LSE per row (cluster_merge.cuh)
     uint64_t kv_full[kNumStages];
     uint64_t kv_empty[kNumStages];
     uint64_t q_full;

@@ -2,5 +2,5 @@
 #include "kernels/sm90/decode_dense/kernel.cuh"
 
 namespace openmla::kernels::decode_dense {
-template Status launch_kernel<DType::kBF16, 576>(const KernelParams&, dim3, cudaStream_t);
+template Status launch_kernel<DType::kBF16, 576>(const KernelParams&, dim3, int, cudaStream_t);
 }  // namespace openmla::kernels::decode_dense
