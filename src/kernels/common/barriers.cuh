@@ -73,12 +73,9 @@ __device__ __forceinline__ float ld_shared_cluster_f32(uint32_t remote) {
   return value;
 }
 
-__device__ __forceinline__ float4 ld_shared_cluster_f32x4(uint32_t remote) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(remote)
-               : "memory");
+__device__ __forceinline__ uint2 ld_shared_cluster_b32x2(uint32_t remote) {
+  uint2 v;
+  asm volatile("ld.shared::cluster.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(remote) : "memory");
   return v;
 }
 

@@ -3,8 +3,11 @@
 // The C CTAs of a cluster share one (request, q-group): CTA rank r attends to
 // blocks [r nb / C, (r + 1) nb / C) of the request's nb blocks (a "piece",
 // possibly empty). Afterwards every CTA leaves in its own shared memory
-//   merge buffer  [64 rows, 512 (+8 pad)] fp32  its piece's O, normalised by
-//                                               the piece's row sums
+//   merge buffer  [64 rows, 512 (+8 pad)]       its piece's O in the output
+//                 element type (bf16 / fp16)    dtype, normalised by the
+//                                               piece's row sums (half the
+//                                               DSMEM bytes of fp32; the merge
+//                                               sums in fp32)
 //   piece_lse     [64] fp32                     the piece's row LSE (natural
 //                                               log; -inf: the piece saw no key)
 // and, after a cluster barrier, rank k merges output columns
@@ -30,10 +33,10 @@
 
 namespace openmla::kernels::decode_dense {
 
-// Row stride of the merge buffer in floats. NOTE: a warp's float2 stores of
-// the accumulator cover 8 rows x 32 bytes; a stride of 8 words (mod 32) puts
-// four of those rows in distinct banks, the minimum two wavefronts per store.
-inline constexpr int kMergeRowFloats = HEAD_DIM_V + 8;
+// Row stride of the merge buffer in elements. NOTE: a warp's 4-byte stores of
+// the accumulator cover 8 rows x 16 bytes; a stride of 4 words (mod 32) puts
+// the 8 rows in distinct banks (one wavefront per store).
+inline constexpr int kMergeRowElems = HEAD_DIM_V + 8;
 
 template <class Traits>
 struct ClusterMerge {
@@ -43,13 +46,15 @@ struct ClusterMerge {
   // The merge buffer reuses Q and the K/V stages, contiguous from the start
   // of SharedStorage; both are dead once the two consumer warpgroups have
   // passed kBarrierConsumers after their last product.
-  static constexpr size_t kBufferBytes = size_t(BLOCK_M) * kMergeRowFloats * sizeof(float);
+  static constexpr size_t kBufferBytes = size_t(BLOCK_M) * kMergeRowElems * sizeof(Element);
   static_assert(offsetof(SharedStorage, q) == 0 && offsetof(SharedStorage, kv) == sizeof(SharedStorage::q),
                 "Q and the K/V stages are one region");
   static_assert(sizeof(SharedStorage::q) + sizeof(SharedStorage::kv) >= kBufferBytes,
                 "the merge buffer fits in Q + K/V");
 
-  static __device__ __forceinline__ float* buffer(SharedStorage& smem) { return reinterpret_cast<float*>(smem.q); }
+  static __device__ __forceinline__ Element* buffer(SharedStorage& smem) {
+    return reinterpret_cast<Element*>(smem.q);
+  }
 
   // One consumer warpgroup's 64 x 256 O half (columns [col_offset,
   // col_offset + 256)), times the per-row factor `norm` (1 / row sum).
@@ -61,13 +66,16 @@ struct ClusterMerge {
                                                  int lane) {
     using namespace cute;
     constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 128
-    float* base = buffer(smem) + col_offset + 2 * (lane % 4);
+    Element* base = buffer(smem) + col_offset + 2 * (lane % 4);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float* dst = base + rows[i].tile_row * kMergeRowFloats;  // [512] row of the buffer
+      Element* dst = base + rows[i].tile_row * kMergeRowElems;  // [512] row of the buffer
 #pragma unroll
       for (int j = 0; j < kCols; j += 2) {
-        *reinterpret_cast<float2*>(dst + 4 * j) = make_float2(tOrO_rc(i, j) * norm[i], tOrO_rc(i, j + 1) * norm[i]);
+        cutlass::Array<Element, 2> pair;
+        pair[0] = Element(tOrO_rc(i, j) * norm[i]);
+        pair[1] = Element(tOrO_rc(i, j + 1) * norm[i]);
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + 4 * j) = pair;
       }
     }
   }
@@ -107,7 +115,7 @@ struct ClusterMerge {
       }
       lse = max_lse + logf(sum);
       const float inv_sum = 1.f / sum;
-      const float* src = buffer(smem) + row * kMergeRowFloats + col0;  // this CTA's copy; peers' by mapa
+      const Element* src = buffer(smem) + row * kMergeRowElems + col0;  // this CTA's copy; peers' by mapa
       // NOTE: no skip for pieces of weight 0: every stashed value is finite
       // (an empty piece stashes 0), and unconditional loads let all C x kVecs
       // remote loads be in flight at once instead of one round trip per piece.
@@ -117,11 +125,13 @@ struct ClusterMerge {
         const uint32_t remote = common::map_to_cluster_rank(src, uint32_t(p));
 #pragma unroll
         for (int v = 0; v < kVecs; ++v) {
-          const float4 x = common::ld_shared_cluster_f32x4(remote + uint32_t(v * 16 * sizeof(float)));
-          acc[v].x += w * x.x;
-          acc[v].y += w * x.y;
-          acc[v].z += w * x.z;
-          acc[v].w += w * x.w;
+          const uint2 bits = common::ld_shared_cluster_b32x2(remote + uint32_t(v * 16 * sizeof(Element)));
+          const cutlass::Array<Element, 2> lo = *reinterpret_cast<const cutlass::Array<Element, 2>*>(&bits.x);
+          const cutlass::Array<Element, 2> hi = *reinterpret_cast<const cutlass::Array<Element, 2>*>(&bits.y);
+          acc[v].x += w * float(lo[0]);
+          acc[v].y += w * float(lo[1]);
+          acc[v].z += w * float(hi[0]);
+          acc[v].w += w * float(hi[1]);
         }
       }
     }
