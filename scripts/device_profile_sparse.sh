@@ -14,13 +14,6 @@ if [ -d devbin_alt ]; then
     echo "== $d"; timeout 60 $d/openmla_bench --filter "${ALT_FILTER:-graph}" --iters 50 | grep "^dense"
   done; done
 fi
-if [ -d devbin_trace ]; then  # OPENMLA_KERNEL_TRACE build: per-segment clocks of the sparse kernel
-  for c in ${TRACE_CASES:-h_q=128:s_q=2 h_q=64:s_q=2 h_q=16:s_q=2}; do
-    tag=${c//[^a-z0-9]/}
-    timeout 60 devbin_trace/openmla_bench --filter "sparse b=128 ${c//:/ } " --iters 20 > $OUT/trace_$tag.log 2>&1
-    echo "trace $c rc=$? lines=$(grep -c '^trace' $OUT/trace_$tag.log)"
-  done
-fi
 timeout 200 $B/openmla_bench --filter sparse --json $OUT/bench_sparse.json > $OUT/bench_sparse.log 2>&1
 grep -E "^device|^sparse" $OUT/bench_sparse.log
 for c in ${CASES:-h_q=16:s_q=1 h_q=64:s_q=2}; do
