@@ -122,16 +122,23 @@ Status check_decode_q(const char* entry, const DecodeParams& p, size_t q_bytes) 
                        {"batch", s.batch, "q_stride_b", p.q_stride_b}});
 }
 
+// out [batch, s_q, h_q, d_v] and lse [batch, h_q, s_q]: the layout every
+// entry that writes final outputs shares (decode runs and the combine).
+template <class Params>
+Status check_outputs(const char* entry, const Params& p, size_t out_bytes, int batch, int s_q, int h_q, int d_v) {
+  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"out", out_bytes, "d_v", d_v, true},
+                                       {{"h_q", h_q, "out_stride_h", p.out_stride_h},
+                                        {"s_q", s_q, "out_stride_s", p.out_stride_s},
+                                        {"batch", batch, "out_stride_b", p.out_stride_b}}));
+  return check_layout(entry, {"lse", sizeof(float), "s_q", s_q, false},
+                      {{"h_q", h_q, "lse_stride_h", p.lse_stride_h},
+                       {"batch", batch, "lse_stride_b", p.lse_stride_b}});
+}
+
 template <class DecodeParams>
 Status check_decode_outputs(const char* entry, const DecodeParams& p, size_t out_bytes) {
   const auto& s = p.shape;
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"out", out_bytes, "d_v", s.d_v, true},
-                                       {{"h_q", s.h_q, "out_stride_h", p.out_stride_h},
-                                        {"s_q", s.s_q, "out_stride_s", p.out_stride_s},
-                                        {"batch", s.batch, "out_stride_b", p.out_stride_b}}));
-  return check_layout(entry, {"lse", sizeof(float), "s_q", s.s_q, false},
-                      {{"h_q", s.h_q, "lse_stride_h", p.lse_stride_h},
-                       {"batch", s.batch, "lse_stride_b", p.lse_stride_b}});
+  return check_outputs(entry, p, out_bytes, s.batch, s.s_q, s.h_q, s.d_v);
 }
 
 }  // namespace
@@ -307,13 +314,7 @@ Status validate_combine(const char* entry, const CombineParams& p) {
                               show("h_q", p.h_q),
                           "num_slots * q_tokens_per_item * h_q * d_v * 4 <= INT64_MAX bytes");
   }
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"out", dtype_size(p.out_dtype), "d_v", p.d_v, true},
-                                       {{"h_q", p.h_q, "out_stride_h", p.out_stride_h},
-                                        {"s_q", p.s_q, "out_stride_s", p.out_stride_s},
-                                        {"batch", p.batch, "out_stride_b", p.out_stride_b}}));
-  return check_layout(entry, {"lse", sizeof(float), "s_q", p.s_q, false},
-                      {{"h_q", p.h_q, "lse_stride_h", p.lse_stride_h},
-                       {"batch", p.batch, "lse_stride_b", p.lse_stride_b}});
+  return check_outputs(entry, p, dtype_size(p.out_dtype), p.batch, p.s_q, p.h_q, p.d_v);
 }
 
 // ---------------------------------------------------------------------------
