@@ -93,14 +93,26 @@ struct ClusterMerge {
     const QueryRow query = make_query_row(params, kv_head, m_tile, row);
     if (!query.real) return;
 
+    // Every remote load goes out at once — the pieces' LSEs and columns — so
+    // the merge costs one DSMEM round trip, not two (the weights only scale the
+    // columns afterwards). NOTE: no skip for pieces of weight 0: every stashed
+    // value is finite (an empty piece stashes 0).
+    const int col0 = rank * kColsPerCta + 4 * (thread % 4);
+    const Element* src = buffer(smem) + row * kMergeRowElems + col0;  // this CTA's copy; peers' by mapa
     float piece_lse[kClusterSize];
-    float max_lse = -INFINITY;
+    uint2 bits[kClusterSize][kVecs];  // 4 elements of piece p at columns col0 + 16 v
 #pragma unroll
     for (int p = 0; p < kClusterSize; ++p) {
       piece_lse[p] = common::ld_shared_cluster_f32(common::map_to_cluster_rank(&smem.piece_lse[row], uint32_t(p)));
-      max_lse = fmaxf(max_lse, piece_lse[p]);
+      const uint32_t remote = common::map_to_cluster_rank(src, uint32_t(p));
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        bits[p][v] = common::ld_shared_cluster_b32x2(remote + uint32_t(v * 16 * sizeof(Element)));
+      }
     }
-    const int col0 = rank * kColsPerCta + 4 * (thread % 4);
+    float max_lse = -INFINITY;
+#pragma unroll
+    for (int p = 0; p < kClusterSize; ++p) max_lse = fmaxf(max_lse, piece_lse[p]);
     float4 acc[kVecs];
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -115,19 +127,13 @@ struct ClusterMerge {
       }
       lse = max_lse + logf(sum);
       const float inv_sum = 1.f / sum;
-      const Element* src = buffer(smem) + row * kMergeRowElems + col0;  // this CTA's copy; peers' by mapa
-      // NOTE: no skip for pieces of weight 0: every stashed value is finite
-      // (an empty piece stashes 0), and unconditional loads let all C x kVecs
-      // remote loads be in flight at once instead of one round trip per piece.
 #pragma unroll
       for (int p = 0; p < kClusterSize; ++p) {
         const float w = weight[p] * inv_sum;
-        const uint32_t remote = common::map_to_cluster_rank(src, uint32_t(p));
 #pragma unroll
         for (int v = 0; v < kVecs; ++v) {
-          const uint2 bits = common::ld_shared_cluster_b32x2(remote + uint32_t(v * 16 * sizeof(Element)));
-          const cutlass::Array<Element, 2> lo = *reinterpret_cast<const cutlass::Array<Element, 2>*>(&bits.x);
-          const cutlass::Array<Element, 2> hi = *reinterpret_cast<const cutlass::Array<Element, 2>*>(&bits.y);
+          const cutlass::Array<Element, 2> lo = *reinterpret_cast<const cutlass::Array<Element, 2>*>(&bits[p][v].x);
+          const cutlass::Array<Element, 2> hi = *reinterpret_cast<const cutlass::Array<Element, 2>*>(&bits[p][v].y);
           acc[v].x += w * float(lo[0]);
           acc[v].y += w * float(lo[1]);
           acc[v].z += w * float(hi[0]);
