@@ -102,11 +102,11 @@ constexpr size_t partial_accumulator_bytes(int num_parts, int rows_per_item, int
 // Query rows per CTA (one WGMMA M tile).
 inline constexpr int kQueryRowsPerTile = 64;
 
-// Sparse decode: query heads per CTA (the WGMMA N of its transposed tiles).
-// Larger h_q runs as h_q / 32 CTAs per part, one thread-block cluster that
-// dequantises each token once and shares it through distributed shared memory.
-inline constexpr int kSparseHeadsPerCta = 32;
-constexpr int sparse_q_groups(int h_q) { return h_q <= kSparseHeadsPerCta ? 1 : h_q / kSparseHeadsPerCta; }
+// Sparse decode: h_q <= 32 runs in one CTA per part (heads on the WGMMA's N);
+// h_q = 64 and 128 in CTAs of 64 heads (on M), one q-group per 64 heads.
+inline constexpr int kSparseHeadsPerCta = 32;      // narrow kernel's largest head count
+inline constexpr int kSparseWideHeadsPerCta = 64;  // wide kernel's heads per CTA
+constexpr int sparse_q_groups(int h_q) { return h_q <= kSparseHeadsPerCta ? 1 : h_q / kSparseWideHeadsPerCta; }
 
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
                          const PlanOptions& options = {});

@@ -151,11 +151,11 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.num_items = shape.batch * shape.s_q;
   result.q_tokens_per_item = 1;
   result.rows_per_item = shape.h_q;
-  // The q-groups of a part run as one cluster (they share dequantised tokens).
+  // h_q >= 64: independent 64-head CTAs per part (no clusters).
   result.num_q_groups = sparse_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
-  finish_plan(&result, /*cluster_size=*/result.num_q_groups, device, options);
+  finish_plan(&result, /*cluster_size=*/1, device, options);
   *plan = result;
   return Status::ok();
 }

@@ -201,7 +201,7 @@ TEST(SchedulerExamples, SparseClustersFitTheDevice) {
     int h_q, q_groups, parts_known, parts_unknown;
   };
   for (const Expect& e : {Expect{8, 1, 132, 132}, Expect{16, 1, 132, 132}, Expect{32, 1, 132, 132},
-                          Expect{64, 2, 66, 66}, Expect{128, 4, 30, 29}}) {
+                          Expect{64, 1, 132, 132}, Expect{128, 2, 66, 66}}) {
     for (int known : {30, 0}) {
       DeviceInfo device;
       device.num_sms = 132;

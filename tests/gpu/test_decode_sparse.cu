@@ -237,6 +237,22 @@ std::vector<Case> all_cases() {
     config.negative_fraction = 0.15;
     add("h64_mostly_invalid", config, {}, 28);
   }
+  // Wide-head kernel (h_q = 64 / 128): every index invalid, one-token pages
+  // with a long topk, and many short items with zero lengths in few parts.
+  {
+    auto config = make_config(2, 2, 128, 192, 64, 6);
+    config.invalid_fraction = 1.0;
+    config.out_of_range_fraction = 0.0;
+    config.negative_fraction = 0.0;
+    add("h128_all_invalid", config, {}, 29);
+  }
+  add("h64_s2_page1_topk4096", make_config(1, 2, 64, 4096, 1, 5000), {}, 30);
+  {
+    auto config = make_config(24, 2, 128, 256, 64, 12);
+    config.use_topk_length = true;
+    config.use_attn_sink = true;
+    add("h128_many_items_topk_length", config, PlanOptions{.max_parts = 2, .min_parts = 0}, 31);
+  }
   return cases;
 }
 

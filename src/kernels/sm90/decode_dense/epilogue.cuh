@@ -17,31 +17,15 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/mainloop.cuh"
+#include "kernels/sm90/decode_dense/problem.cuh"
 
 namespace openmla::kernels::decode_dense {
 
-// The two query rows one consumer thread owns (rows r and r + 8 of the tile).
-struct QueryRow {
-  int tile_row;  // 0..63
-  bool real;     // false for padding rows past s_q * hpk
-  int s;         // query token
-  int head;      // query head
-};
-
-__device__ __forceinline__ QueryRow make_query_row(const KernelParams& params, int kv_head, int m_tile,
-                                                   int tile_row) {
-  QueryRow row;
-  row.tile_row = tile_row;
-  const int packed = m_tile * BLOCK_M + tile_row;
-  row.real = packed < params.rows_per_kv;
-  row.s = row.real ? packed / params.heads_per_kv : 0;
-  row.head = kv_head * params.heads_per_kv + (row.real ? packed % params.heads_per_kv : 0);
-  return row;
-}
-
-template <class Traits>
+// Problem: where each row's results go (problem.cuh).
+template <class Traits, class Problem>
 struct Epilogue {
   using Element = typename Traits::Element;
+  using Params = typename Problem::Params;
 
   // tOrO_rc: (2 rows, 128 cols) row/column view of the fp32 accumulator of
   // O columns [col_offset, col_offset + 256). Column j of a thread's row is
@@ -51,7 +35,7 @@ struct Epilogue {
   // epilogue ~3000 straight-line instructions per warp, which cost ~30 us
   // per call in instruction fetch when a part had only one block to do.
   template <class TensorORowCol>
-  static __device__ __forceinline__ void store_o(const KernelParams& params, int item, const ItemBlocks& blocks,
+  static __device__ __forceinline__ void store_o(const Params& params, int item, const ItemBlocks& blocks,
                                                  const TensorORowCol& tOrO_rc, const QueryRow (&rows)[2],
                                                  const float (&norm)[2], int col_offset, int lane) {
     using namespace cute;
@@ -62,8 +46,8 @@ struct Epilogue {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         if (!rows[i].real) continue;
-        const int64_t r = int64_t(blocks.slot) * (params.s_q * params.h_q) + rows[i].s * params.h_q + rows[i].head;
-        float* dst = params.partial_o + r * HEAD_DIM_V + thread_col;  // [512] row of partial_o
+        float* dst = params.partial_o + Problem::partial_row(params, blocks, rows[i]) * HEAD_DIM_V +
+                     thread_col;  // [512] row of partial_o
 #pragma unroll
         for (int j = 0; j < kCols; j += 2) {
           *reinterpret_cast<float2*>(dst + 4 * j) = make_float2(tOrO_rc(i, j) * norm[i], tOrO_rc(i, j + 1) * norm[i]);
@@ -74,9 +58,7 @@ struct Epilogue {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       if (!rows[i].real) continue;
-      Element* dst = static_cast<Element*>(params.out) + int64_t(item) * params.out_stride_b +
-                     int64_t(rows[i].s) * params.out_stride_s + int64_t(rows[i].head) * params.out_stride_h +
-                     thread_col;  // [512] row of out
+      Element* dst = Problem::out_row(params, item, rows[i]) + thread_col;  // [512] row of out
 #pragma unroll
       for (int j = 0; j < kCols; j += 2) {
         cutlass::Array<Element, 2> packed;
@@ -89,7 +71,7 @@ struct Epilogue {
 
   // One lane per quad writes the LSE of each of its two rows.
   // row_max: running max in the log2 domain; row_sum: whole-row sum.
-  static __device__ __forceinline__ void store_lse(const KernelParams& params, int item, const ItemBlocks& blocks,
+  static __device__ __forceinline__ void store_lse(const Params& params, int item, const ItemBlocks& blocks,
                                                    const QueryRow (&rows)[2], const float (&row_max)[2],
                                                    const float (&row_sum)[2], int lane) {
     if (lane % 4 != 0) return;
@@ -100,11 +82,9 @@ struct Epilogue {
       const bool empty = !(row_sum[i] > 0.0f);
       const float lse = (row_max[i] + log2f(row_sum[i])) * common::kLn2;
       if (blocks.partial) {
-        const int64_t r = int64_t(blocks.slot) * (params.s_q * params.h_q) + row.s * params.h_q + row.head;
-        params.partial_lse[r] = empty ? -INFINITY : lse;
+        params.partial_lse[Problem::partial_row(params, blocks, row)] = empty ? -INFINITY : lse;
       } else {
-        params.lse[int64_t(item) * params.lse_stride_b + int64_t(row.head) * params.lse_stride_h + row.s] =
-            empty ? INFINITY : lse;
+        *Problem::lse_entry(params, item, row) = empty ? INFINITY : lse;
       }
     }
   }

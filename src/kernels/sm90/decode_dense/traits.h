@@ -30,11 +30,19 @@ struct ElementOf<DType::kFP16> {
   using type = cutlass::half_t;
 };
 
-template <DType kDType_, int kHeadDimQK_>
+// Shared-memory fields a kernel adds to the common plan (none for dense).
+struct NoExtraStorage {};
+
+// kStages_: K/V stages of the ring; ExtraStorage_: kernel-specific shared
+// memory placed after the common fields (the sparse wide-head kernel reuses
+// these traits with one bf16 stage plus its raw FP8 stage).
+template <DType kDType_, int kHeadDimQK_, int kStages_ = kNumStages, class ExtraStorage_ = NoExtraStorage>
 struct Traits {
   using Element = typename ElementOf<kDType_>::type;
+  using ExtraStorage = ExtraStorage_;
   static constexpr DType kDType = kDType_;
   static constexpr int kHeadDimQK = kHeadDimQK_;
+  static constexpr int kNumStages = kStages_;
   static_assert(kHeadDimQK == 576 || kHeadDimQK == 512, "d_qk is 576 (latent + RoPE) or 512");
   static constexpr int kNumChunks = kHeadDimQK / kChunkCols;      // 9 or 8 TMA boxes across a row
   static constexpr int kNumVChunks = HEAD_DIM_V / kChunkCols;     // 8
@@ -87,6 +95,7 @@ struct Traits {
     uint64_t q_empty;
     uint64_t p_full;   // 128 arrivals: every WG1 thread after writing P / row factors
     uint64_t p_empty;  // 128 arrivals: every WG2 thread after its P.V retired
+    ExtraStorage extra;
   };
   // The dynamic smem base is aligned up to 1024 B inside the kernel.
   static constexpr int kSmemAlignSlack = 1024;

@@ -98,6 +98,9 @@ struct KernelParams {
   int h_q;
 };
 
+// h_q = 64 / 128: the wide-head kernel (wide_kernel.cuh), grid (h_q / 64, parts).
+Status launch_wide_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+
 // One instantiation per (heads per CTA, cluster size): instantiations/*.cu.
 template <int kHeadsPerCta, int kClusterSize>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);

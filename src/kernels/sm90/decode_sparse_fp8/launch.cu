@@ -17,9 +17,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
               float* partial_o, float* partial_lse, cudaStream_t stream) {
   const SparseDecodeShape& shape = params.shape;
-  const int heads = heads_per_cta(shape.h_q);
-  const int cluster = cluster_size(shape.h_q);
-  if (!kernel_supported(heads, cluster) || heads * cluster != shape.h_q || plan.num_q_groups != cluster) {
+  const bool wide = shape.h_q == 64 || shape.h_q == 128;
+  const bool narrow = shape.h_q == 8 || shape.h_q == 16 || shape.h_q == 32;
+  if (!(wide || narrow) || plan.num_q_groups != sparse_q_groups(shape.h_q)) {
     return Status::not_supported("decode_sparse_fp8: h_q = " + std::to_string(shape.h_q) +
                                  " has no kernel; supported: 8, 16, 32, 64, 128");
   }
@@ -53,14 +53,13 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
   kp.s_q = shape.s_q;
   kp.h_q = shape.h_q;
 
-  // One cluster of `cluster` CTAs (its q-groups) per part.
-  const dim3 grid(unsigned(cluster), unsigned(plan.num_parts));
+  // One CTA per (q-group, part).
+  const dim3 grid(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
   switch (shape.h_q) {
     case 8: return launch_kernel<8, 1>(kp, grid, stream);
     case 16: return launch_kernel<16, 1>(kp, grid, stream);
     case 32: return launch_kernel<32, 1>(kp, grid, stream);
-    case 64: return launch_kernel<32, 2>(kp, grid, stream);
-    default: return launch_kernel<32, 4>(kp, grid, stream);
+    default: return launch_wide_kernel(kp, grid, stream);
   }
 }
 

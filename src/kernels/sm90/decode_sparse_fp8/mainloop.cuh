@@ -86,6 +86,29 @@ __device__ __forceinline__ void cursor_advance(BlockCursor& cursor, const Kernel
   }
 }
 
+// ---- Q tile ------------------------------------------------------------------------------------
+// Q rows of heads [head0, head0 + kRows) of an item, cp.async into the
+// chunked 128B-swizzled layout (chunk c = 64 columns = kRows x 128 bytes),
+// by kThreads threads; the caller waits and fences.
+template <int kRows, int kThreads>
+__device__ __forceinline__ void copy_q_tile(const KernelParams& params, int item, int head0, void* q_smem,
+                                            int thread) {
+  constexpr int kUnitsPerRow = HEAD_DIM_QK * 2 / 16;  // 72 16-byte pieces of a Q row
+  constexpr int kChunkBytes = kRows * kChunkCols * 2;
+  const int b = item / params.s_q;
+  const int s = item - b * params.s_q;
+  const uint16_t* q_item = params.q + b * params.q_stride_b + s * params.q_stride_s +
+                           int64_t(head0) * params.q_stride_h;  // [kRows, 576] rows of the item
+  uint8_t* q_bytes = static_cast<uint8_t*>(q_smem);
+  for (int idx = thread; idx < kRows * kUnitsPerRow; idx += kThreads) {
+    const int row = idx / kUnitsPerRow;
+    const int unit = idx - row * kUnitsPerRow;
+    const int chunk = unit / 8;
+    uint8_t* dst = q_bytes + chunk * kChunkBytes + row * 128 + (((unit % 8) ^ (row & 7)) << 4);
+    common::cp_async_16_zfill(dst, q_item + row * params.q_stride_h + unit * 8, true);
+  }
+}
+
 // ---- producer ----------------------------------------------------------------------------------
 template <class Traits>
 struct Producer {
@@ -96,7 +119,6 @@ struct Producer {
   static constexpr int kBlocksInFlight = Traits::kBlocksInFlight;
   static constexpr int kRows = kRowsPerProducerWarp;          // 8 rows of every stage per warp
   static constexpr int kLookaheadBlocks = kWarpSize / kRows;  // 4 blocks of offsets in one register
-  static constexpr int kQUnitsPerRow = HEAD_DIM_QK * 2 / 16;  // 72 16-byte pieces of a Q row
   static constexpr int kRopeUnits = kHeadDimRope * 2 / 16;    // 8 16-byte pieces of RoPE
   static constexpr int kQLoadRow = kOwnRows / 2;  // Q copies go out mid-block (the consumer frees Q late)
   static constexpr uint32_t kFullMask = 0xffffffffu;
@@ -124,11 +146,7 @@ struct Producer {
   }
 
   static __device__ __forceinline__ void prefetch_l2(const KernelParams& params, int64_t offset) {
-    if (offset >= 0) {
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(params.kv_cache + offset),
-                   "n"(kSparseFp8TokenBytes)
-                   : "memory");
-    }
+    if (offset >= 0) common::prefetch_l2_bulk(params.kv_cache + offset, kSparseFp8TokenBytes);
   }
 
   // Lane l: 16 latent codes (dims 16 l .. 16 l + 15) and the scale of its
@@ -146,12 +164,6 @@ struct Producer {
     }
   }
 
-  static __device__ __forceinline__ void st_shared_v4(uint32_t addr, const uint4& v) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
-                 "r"(v.w)
-                 : "memory");
-  }
-
   // Lane l's 16 bf16 values of one token row: two 16-byte units of chunk
   // l / 4. The 128B swizzle puts unit u of row r at u ^ (r & 7).
   // NOTE: lanes with (l & 4) store their second unit first, so the 8 lanes of
@@ -164,8 +176,8 @@ struct Producer {
     const uint32_t first_hi = swap ? codes.w : codes.y;
     const uint32_t second_lo = swap ? codes.x : codes.z;
     const uint32_t second_hi = swap ? codes.y : codes.w;
-    st_shared_v4(row_addr + unit_xor, common::dequant_e4m3x8_to_bf16(first_lo, first_hi, scale));
-    st_shared_v4(row_addr + (unit_xor ^ 16u), common::dequant_e4m3x8_to_bf16(second_lo, second_hi, scale));
+    common::st_shared_v4(row_addr + unit_xor, common::dequant_e4m3x8_to_bf16(first_lo, first_hi, scale));
+    common::st_shared_v4(row_addr + (unit_xor ^ 16u), common::dequant_e4m3x8_to_bf16(second_lo, second_hi, scale));
   }
 
   // RoPE of the warp's 8 rows: 8 rows x 8 units of bf16, taken as they are.
@@ -195,28 +207,15 @@ struct Producer {
     for (int k = 0; k < kRopeUnitsPerLane; ++k) {
       const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
       const uint32_t row = uint32_t(Traits::producer_row(warp, j));
-      st_shared_v4(stage_addr + Traits::kRopeChunk * Traits::kKvChunkBytes + row * Traits::kRowBytes +
+      common::st_shared_v4(stage_addr + Traits::kRopeChunk * Traits::kKvChunkBytes + row * Traits::kRowBytes +
                        ((unit ^ (row & 7)) << 4),
                    rope[k]);
     }
   }
 
-  // Q rows of this CTA's N heads of the item, cp.async into the chunked
-  // swizzled layout (all 256 producer threads).
   static __device__ __forceinline__ void copy_q(const KernelParams& params, int item, int head0,
                                                 SharedStorage& smem, int thread) {
-    const int b = item / params.s_q;
-    const int s = item - b * params.s_q;
-    const uint16_t* q_item = params.q + b * params.q_stride_b + s * params.q_stride_s + int64_t(head0) * params.q_stride_h;
-    uint8_t* q_bytes = reinterpret_cast<uint8_t*>(smem.q);
-    for (int idx = thread; idx < kHeads * kQUnitsPerRow; idx += kProducerThreads) {
-      const int row = idx / kQUnitsPerRow;
-      const int unit = idx - row * kQUnitsPerRow;
-      const int chunk = unit / 8;
-      uint8_t* dst = q_bytes + chunk * Traits::kQChunkBytes + row * Traits::kRowBytes +
-                     (((unit % 8) ^ (row & 7)) << 4);
-      common::cp_async_16_zfill(dst, q_item + row * params.q_stride_h + unit * 8, true);
-    }
+    copy_q_tile<kHeads, kProducerThreads>(params, item, head0, smem.q, thread);
   }
 
   // This rank's rows of a finished stage (every producer warp stored and

@@ -49,7 +49,6 @@ struct Traits {
   static constexpr int kRowBytes = kChunkCols * int(sizeof(Element));  // 128
   static constexpr int kKvChunkBytes = BLOCK_N * kRowBytes;  // 8 KB
   static constexpr int kStageBytes = kNumChunks * kKvChunkBytes;  // 72 KB
-  static constexpr int kQChunkBytes = kHeads * kRowBytes;
   static_assert(kRowBytes == 128, "one chunk row is one 128-byte swizzle row");
 
   // ---- producer split across the cluster ------------------------------------------------------

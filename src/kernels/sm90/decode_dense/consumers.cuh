@@ -1,0 +1,234 @@
+// The two consumer warpgroups of the sm90 heads-on-M attention tile, shared
+// by the dense decode kernel and the sparse FP8 wide-head kernel through a
+// Problem policy (problem.cuh): rows of the 64-row tile are query rows, a
+// stage holds 64 keys x d_qk, V is columns [0, 512) of the same stage.
+//   WG1: S = Q.K^T (WGMMA 64x64x16, SS), mask, online softmax in registers,
+//        P -> smem (stmatrix), O[:, 0:256) += P.V (SS), epilogue of its half.
+//   WG2: O[:, 256:512) += P.V with P and the row factors from smem
+//        (mbarriers p_full / p_empty), epilogue of its half.
+// Barriers used (SharedStorage): kv_full / kv_empty per stage, q_full /
+// q_empty per item, p_full / p_empty per block.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "kernels/common/barriers.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/sm90/decode_dense/cluster_merge.cuh"
+#include "kernels/sm90/decode_dense/config.h"
+#include "kernels/sm90/decode_dense/epilogue.cuh"
+#include "kernels/sm90/decode_dense/mainloop.cuh"
+#include "kernels/sm90/decode_dense/problem.cuh"
+
+namespace openmla::kernels::decode_dense {
+
+// O rows *= the block's row factors, skipped when the warp's 16 rows all keep
+// their maximum (factor exactly 1): 128 multiplies fewer between softmax and P.V.
+template <class TensorORowCol>
+__device__ __forceinline__ void rescale_rows(TensorORowCol& tOrO_rc, const float (&row_scale)[2]) {
+  if (__all_sync(0xffffffffu, row_scale[0] == 1.0f && row_scale[1] == 1.0f)) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < cute::size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
+  }
+}
+
+// ---- WG1: scores, softmax, left O half ------------------------------------------------------------
+// Per block: S = Q.K^T, mask, online softmax, publish P, O_left += P.V_left.
+// NOTE: S_{j+1} is not issued under P_j.V_j: that would hold two K/V stages
+// at once and leave the producer nothing to prefetch into (measured slower at
+// every shape with two stages; see docs/kernels/decode_dense.md).
+template <class Traits, class Problem>
+__device__ void run_softmax_warpgroup(const typename Problem::Params& params, const PartWork& part,
+                                      typename Traits::SharedStorage& smem, int q_group, int thread) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  using Loop = Mainloop<Traits>;
+  const int lane = thread % 32;
+
+  typename Traits::TiledMmaQK mma_qk;
+  typename Traits::TiledMmaPV mma_pv;
+  auto thr_qk = mma_qk.get_thread_slice(thread);
+  auto thr_pv = mma_pv.get_thread_slice(thread);
+
+  Tensor sP = make_tensor(make_smem_ptr(smem.p), typename Traits::SmemLayoutP{});  // (64, 64)
+  Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});          // (MMA, 1, 1) fp32
+  Tensor tSrP = make_tensor_like<Element>(tSrS);                                            // (MMA, 1, 1) P
+  Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
+  Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) coords
+  Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 32 cols)
+  Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 32 cols)
+  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
+
+  auto smem_copy_p = make_tiled_copy_C(typename Traits::SmemCopyAtomP{}, mma_qk);
+  auto thr_copy_p = smem_copy_p.get_thread_slice(thread);
+  Tensor tPsP = thr_copy_p.partition_D(sP);  // (CPY, CPY_M, CPY_N)
+
+  QueryRow rows[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) rows[i] = Problem::query_row(params, q_group, int(get<0>(tScS_rc(i, 0))));
+
+  common::OnlineSoftmax<2> softmax;
+  // Cluster split: the piece's factors and LSE, kept for the merge (an empty
+  // piece keeps O = 0, norm 0 and LSE -inf).
+  const bool clustered = Problem::kMayClusterSplit && Problem::clustered(params);
+  float piece_norm[2] = {0.0f, 0.0f};
+  float piece_lse[2] = {-INFINITY, -INFINITY};
+  clear(tOrO);
+  int block_counter = 0;
+  int item_counter = 0;
+  for (int item = part.begin_item; item <= part.end_item; ++item) {
+    const ItemBlocks blocks = Problem::item_blocks(params, part, item);
+    if (blocks.begin_block >= blocks.end_block) continue;
+    const typename Problem::ItemMask mask = Problem::item_mask(params, blocks, rows);
+    softmax.reset();
+    clear(tOrO);
+    common::mbarrier_wait(&smem.q_full, item_counter & 1);
+
+    for (int block = blocks.begin_block; block < blocks.end_block; ++block, ++block_counter) {
+      const int stage = block_counter % Traits::kNumStages;
+      const uint32_t phase = (block_counter / Traits::kNumStages) & 1;
+      const bool last = block == blocks.end_block - 1;
+      Element* stage_base = smem.kv[stage];
+      common::mbarrier_wait(&smem.kv_full[stage], phase);
+
+      Problem::prepare_stage(mask, smem, stage, stage_base, block, thread);
+
+      // ---- S = Q.K^T, then hand Q back once the item's last product is done ----
+      Loop::issue_qk(mma_qk, smem.q, stage_base, thread, tSrS);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      if (last) {
+        __syncwarp();
+        if (lane == 0) common::mbarrier_arrive(&smem.q_empty);
+      }
+
+      // ---- mask + online softmax ----
+      Problem::mask_scores(mask, smem, stage, tSrS_rc, lane, block);
+      float row_scale[2];
+      softmax.update(tSrS_rc, params.scale_log2, row_scale);
+#pragma unroll
+      for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
+      float row_sum[2] = {0.0f, 0.0f};
+      float norm[2] = {0.0f, 0.0f};
+      if (last) {
+        softmax.total_sums(row_sum);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          norm[i] = Problem::row_norm(params, item, blocks, rows[i], softmax.row_max[i], row_sum[i]);
+        }
+      }
+
+      // ---- publish P and the row factors to WG2 ----
+      common::mbarrier_wait(&smem.p_empty, ((block_counter & 1) ^ 1));  // WG2 is done with the previous P
+      copy(smem_copy_p, thr_copy_p.retile_S(tSrP), tPsP);
+      if (lane % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          smem.row_scale[rows[i].tile_row] = row_scale[i];
+          if (last) smem.row_norm[rows[i].tile_row] = norm[i];
+        }
+      }
+      common::fence_view_async_shared();
+      common::mbarrier_arrive(&smem.p_full);                             // every writer releases its part
+      common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);  // all of P is in smem (for WG1's MMA)
+
+      // ---- O_left = O_left * scale + P.V_left ----
+      rescale_rows(tOrO_rc, row_scale);
+      Loop::issue_pv(mma_pv, smem.p, stage_base, thread, tOrO);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      __syncwarp();
+      if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
+
+      if (last && clustered) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          piece_norm[i] = norm[i];
+          piece_lse[i] = row_sum[i] > 0.0f ? (softmax.row_max[i] + log2f(row_sum[i])) * common::kLn2 : -INFINITY;
+        }
+      } else if (last) {
+        Epilogue<Traits, Problem>::store_o(params, item, blocks, tOrO_rc, rows, norm, 0, lane);
+        Epilogue<Traits, Problem>::store_lse(params, item, blocks, rows, softmax.row_max, row_sum, lane);
+      }
+    }
+    ++item_counter;
+  }
+  if constexpr (Problem::kMayClusterSplit) {
+    if (!clustered) return;
+    // Both warpgroups' last products are done: Q and the stages become the merge buffer.
+    common::named_barrier_sync(kBarrierConsumers, 2 * kWarpgroupThreads);
+    ClusterMerge<Traits>::stash_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
+    if (lane % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) smem.piece_lse[rows[i].tile_row] = piece_lse[i];
+    }
+  }
+}
+
+// ---- WG2: right O half ----------------------------------------------------------------------------
+template <class Traits, class Problem>
+__device__ void run_pv_warpgroup(const typename Problem::Params& params, const PartWork& part,
+                                 typename Traits::SharedStorage& smem, int q_group, int thread) {
+  using namespace cute;
+  using Loop = Mainloop<Traits>;
+  const int lane = thread % 32;
+
+  typename Traits::TiledMmaPV mma_pv;
+  auto thr_pv = mma_pv.get_thread_slice(thread);
+  Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
+  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{}));
+  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
+  Tensor tOcO_rc = common::make_rowcol_view(tOcO);
+
+  QueryRow rows[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) rows[i] = Problem::query_row(params, q_group, int(get<0>(tOcO_rc(i, 0))));
+
+  const bool clustered = Problem::kMayClusterSplit && Problem::clustered(params);
+  float piece_norm[2] = {0.0f, 0.0f};  // cluster split: kept for the merge (see WG1)
+  clear(tOrO);
+  int block_counter = 0;
+  for (int item = part.begin_item; item <= part.end_item; ++item) {
+    const ItemBlocks blocks = Problem::item_blocks(params, part, item);
+    if (blocks.begin_block >= blocks.end_block) continue;
+    clear(tOrO);
+    for (int block = blocks.begin_block; block < blocks.end_block; ++block, ++block_counter) {
+      const int stage = block_counter % Traits::kNumStages;
+      const uint32_t phase = (block_counter / Traits::kNumStages) & 1;
+      const bool last = block == blocks.end_block - 1;
+      common::mbarrier_wait(&smem.kv_full[stage], phase);
+      common::mbarrier_wait(&smem.p_full, block_counter & 1);
+
+      float row_scale[2];
+      float norm[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        row_scale[i] = smem.row_scale[rows[i].tile_row];
+        if (last) norm[i] = smem.row_norm[rows[i].tile_row];
+      }
+      rescale_rows(tOrO_rc, row_scale);
+      Loop::issue_pv(mma_pv, smem.p, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      __syncwarp();
+      if (lane == 0) common::mbarrier_arrive(&smem.kv_empty[stage]);
+      common::mbarrier_arrive(&smem.p_empty);  // P and the row factors are consumed
+
+      if (last && clustered) {
+        piece_norm[0] = norm[0];
+        piece_norm[1] = norm[1];
+      } else if (last) {
+        Epilogue<Traits, Problem>::store_o(params, item, blocks, tOrO_rc, rows, norm, HEAD_DIM_V_HALF, lane);
+      }
+    }
+  }
+  if constexpr (Problem::kMayClusterSplit) {
+    if (!clustered) return;
+    common::named_barrier_sync(kBarrierConsumers, 2 * kWarpgroupThreads);
+    ClusterMerge<Traits>::stash_o(smem, tOrO_rc, rows, piece_norm, HEAD_DIM_V_HALF, lane);
+  }
+}
+
+}  // namespace openmla::kernels::decode_dense

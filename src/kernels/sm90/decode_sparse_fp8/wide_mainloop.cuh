@@ -1,0 +1,294 @@
+// Main loop of the sm90 sparse FP8 wide-head kernel (h_q = 64 / 128: 64
+// heads per CTA on the MMA's M): the problem policy that lets the dense
+// kernel's consumer warpgroups run it (decode_dense/consumers.cuh), and the
+// producer warpgroup that gathers and dequantises the cache rows.
+//
+// Pipeline (one bf16 stage, one raw stage):
+//   raw_full      (1 arrival + gathered bytes)  gather (warp 0)    -> dequantisers
+//   kv_full[0]    (128 arrivals)                dequantisers (WG0) -> consumers
+//   kv_empty[0]   (8 arrivals: consumer warps)  consumers          -> dequantisers
+//   q_full (128) / q_empty (4)                  as in the dense kernel
+// Block n: wait raw_full(n) and kv_empty, dequantise raw -> bf16 stage,
+// publish it, then gather block n + 1 into the raw stage with bulk copies
+// (one 656-byte copy per valid row) while the consumers compute block n.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/barriers.cuh"
+#include "kernels/common/fp8/dequant.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/sm90/decode_dense/problem.cuh"
+#include "kernels/sm90/decode_dense/traits.h"
+#include "kernels/sm90/decode_sparse_fp8/config.h"
+#include "kernels/sm90/decode_sparse_fp8/mainloop.cuh"
+#include "openmla/schedule.h"
+
+namespace openmla::kernels::decode_sparse_fp8 {
+
+inline constexpr int kWideHeadsPerCta = decode_dense::BLOCK_M;  // 64
+inline constexpr int kBarrierWideProducers = 5;  // WG0 only: the raw stage is read before it is refilled
+
+// Shared memory the wide kernel adds to the dense plan (Q 72 KB + one bf16
+// stage 72 KB + P 8 KB): the raw stage, 64 x 656 B = 41 KB.
+struct WideExtraStorage {
+  alignas(16) uint8_t raw[BLOCK_N * kSparseFp8TokenBytes];  // [64 rows][656 B] as stored in the cache
+  uint64_t raw_valid;    // bit r: row r of `raw` was gathered (a counted, in-range index)
+  uint64_t stage_valid;  // the same bits for the bf16 stage (the consumers' column mask)
+  uint64_t raw_full;     // 1 arrival (gather lane 0) + the gathered bytes
+};
+
+using WideTraits = decode_dense::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/1, WideExtraStorage>;
+
+// ---- problem policy for the dense consumers ---------------------------------------------------
+// Item = (request, query token); tile row r = head 64 q_group + r; every
+// 64-position block's invalid columns come from stage_valid.
+template <class Traits>
+struct WideProblem {
+  using Params = KernelParams;
+  using Element = typename Traits::Element;
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr bool kMayClusterSplit = false;
+  static __device__ __forceinline__ bool clustered(const Params&) { return false; }
+
+  static __device__ __forceinline__ decode_dense::ItemBlocks item_blocks(const Params& params, const PartWork& part,
+                                                                         int item) {
+    decode_dense::ItemBlocks r;
+    r.length = item_length(params, item);
+    const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
+    r.begin_block = part_item_begin_block(part, item);
+    r.end_block = item == part.end_item ? part.end_block : num_blocks;
+    r.partial = part_item_is_partial(part, item);
+    r.slot = r.partial ? part_item_slot(part, item) : 0;
+    return r;
+  }
+
+  static __device__ __forceinline__ decode_dense::QueryRow query_row(const Params&, int q_group, int tile_row) {
+    return decode_dense::QueryRow{tile_row, true, 0, q_group * kWideHeadsPerCta + tile_row};
+  }
+
+  struct ItemMask {};
+  static __device__ __forceinline__ ItemMask item_mask(const Params&, const decode_dense::ItemBlocks&,
+                                                       const decode_dense::QueryRow (&)[2]) {
+    return ItemMask{};
+  }
+  // Invalid rows were written as zeros by the producer: nothing to fix.
+  static __device__ __forceinline__ void prepare_stage(const ItemMask&, SharedStorage&, int, Element*, int, int) {}
+
+  // Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
+  // (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
+  template <class TensorSRowCol>
+  static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int,
+                                                     TensorSRowCol& tSrS_rc, int lane, int) {
+    using namespace cute;
+    const uint64_t valid = smem.extra.stage_valid;
+    if (valid == ~uint64_t(0)) return;
+    const uint64_t bits = valid >> (2 * (lane % 4));
+#pragma unroll
+    for (int j = 0; j < size<1>(tSrS_rc); ++j) {
+      if (((bits >> ((j % 2) + 8 * (j / 2))) & 1) == 0) {
+#pragma unroll
+        for (int i = 0; i < size<0>(tSrS_rc); ++i) tSrS_rc(i, j) = -INFINITY;
+      }
+    }
+  }
+
+  // 1 / row sum, times the attention sink's factor 1 / (1 + exp(sink - LSE))
+  // for items that are not split (split items get it in the combine).
+  static __device__ __forceinline__ float row_norm(const Params& params, int, const decode_dense::ItemBlocks& blocks,
+                                                   const decode_dense::QueryRow& row, float row_max, float row_sum) {
+    if (!(row_sum > 0.0f)) return 0.0f;
+    float norm = 1.0f / row_sum;
+    if (!blocks.partial && params.attn_sink != nullptr) {
+      const float lse = (row_max + log2f(row_sum)) * common::kLn2;
+      norm *= 1.0f / (1.0f + expf(__ldg(params.attn_sink + row.head) - lse));
+    }
+    return norm;
+  }
+
+  static __device__ __forceinline__ Element* out_row(const Params& params, int item, const decode_dense::QueryRow& row) {
+    const int b = item / params.s_q;
+    const int s = item - b * params.s_q;
+    return reinterpret_cast<Element*>(params.out) + b * params.out_stride_b + s * params.out_stride_s +
+           int64_t(row.head) * params.out_stride_h;  // [512]
+  }
+  static __device__ __forceinline__ float* lse_entry(const Params& params, int item, const decode_dense::QueryRow& row) {
+    const int b = item / params.s_q;
+    const int s = item - b * params.s_q;
+    return params.lse + b * params.lse_stride_b + int64_t(row.head) * params.lse_stride_h + s;
+  }
+  // Row of partial_o / partial_lse: [slot, head].
+  static __device__ __forceinline__ int64_t partial_row(const Params& params, const decode_dense::ItemBlocks& blocks,
+                                                        const decode_dense::QueryRow& row) {
+    return int64_t(blocks.slot) * params.h_q + row.head;
+  }
+};
+
+// ---- producer warpgroup -------------------------------------------------------------------------
+// 128 threads. Warp 0 also gathers: lane l owns rows l and l + 32 of every
+// block (indices and an L2 prefetch one block ahead of the gather).
+// Dequantisation: thread t takes row t % 64, latent half t / 64 (256 codes =
+// 16 units of 16) and 4 of the row's 8 RoPE units.
+// NOTE: the raw row stride 656 B = 164 words = 4 (mod 32), so the 8 rows of a
+// quarter warp read distinct 16-byte bank groups; the swizzled stores of 8
+// consecutive rows land in distinct groups too (unit ^ (row & 7)).
+template <class Traits>
+struct WideProducer {
+  using Element = typename Traits::Element;
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kHalfCodes = kHeadDimLatent / 2;                 // 256
+  static constexpr int kRopeUnitsPerThread = kHeadDimRope * 2 / 16 / 2;  // 4
+  static constexpr uint32_t kFullMask = 0xffffffffu;
+
+  // Cache byte offset of row `row` of the cursor's block, or -1 when the
+  // position is not counted, the index is outside the cache, or the cursor is
+  // past the part (never dereferenced then).
+  static __device__ __forceinline__ int64_t row_offset(const KernelParams& params, const BlockCursor& cursor,
+                                                       int row) {
+    if (!cursor.active()) return -1;
+    const int pos = cursor.block * BLOCK_N + row;
+    if (pos >= cursor.length) return -1;
+    const int b = cursor.item / params.s_q;
+    const int s = cursor.item - b * params.s_q;
+    const int32_t index = __ldg(params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
+    if (index < 0 || index >= params.num_tokens) return -1;
+    const int page = index / params.page_size;
+    const int slot = index - page * params.page_size;
+    return int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes;
+  }
+
+  // Warp 0: bulk-copy the valid rows (offsets[k]: row lane + 32 k) into the
+  // raw stage; raw_valid and the expected bytes go to the barrier first.
+  static __device__ __forceinline__ void gather(const KernelParams& params, SharedStorage& smem,
+                                                const int64_t (&offsets)[2], int lane) {
+    const uint32_t valid_lo = __ballot_sync(kFullMask, offsets[0] >= 0);
+    const uint32_t valid_hi = __ballot_sync(kFullMask, offsets[1] >= 0);
+    if (lane == 0) {
+      smem.extra.raw_valid = uint64_t(valid_lo) | (uint64_t(valid_hi) << 32);
+      common::mbarrier_arrive_expect_tx(&smem.extra.raw_full,
+                                        uint32_t(__popc(valid_lo) + __popc(valid_hi)) * kSparseFp8TokenBytes);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (offsets[k] >= 0) {
+        common::bulk_copy_global_to_shared(smem.extra.raw + (lane + 32 * k) * kSparseFp8TokenBytes,
+                                           params.kv_cache + offsets[k], kSparseFp8TokenBytes, &smem.extra.raw_full);
+      }
+    }
+  }
+
+  // Offsets of rows lane and lane + 32 of the cursor's block, and an L2
+  // prefetch of the valid ones (their gather is a block away).
+  static __device__ __forceinline__ void look_ahead(const KernelParams& params, const BlockCursor& cursor, int lane,
+                                                    int64_t (&offsets)[2]) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      offsets[k] = row_offset(params, cursor, lane + 32 * k);
+      if (offsets[k] >= 0) common::prefetch_l2_bulk(params.kv_cache + offsets[k], kSparseFp8TokenBytes);
+    }
+  }
+
+  // Raw row -> bf16 stage row, this thread's latent half and RoPE units.
+  // NOTE: branch-free for invalid rows: scale 0 turns whatever codes the raw
+  // row holds into zeros (every e4m3 code decodes to a finite value under the
+  // bit trick of dequant.cuh), and the RoPE units are selected to zero.
+  // Addresses: a stage row's 128 B chunk row starts on a 128 B boundary, so
+  // unit u of row r is (chunk row | (r & 7) << 4) ^ u << 4, one LOP3 with an
+  // immediate, and nothing per unit stays live in registers.
+  static __device__ __forceinline__ void dequantise_row(SharedStorage& smem, int row, int half, bool valid) {
+    constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * sizeof(Element);  // 8 KB
+    constexpr int kUnitsPerChunk = kChunkCols / 16;                                     // 4 units of 16 codes
+    uint32_t raw_row = common::smem_u32(smem.extra.raw) + uint32_t(row * kSparseFp8TokenBytes);
+    uint32_t stage_row = common::smem_u32(smem.kv[0]) + uint32_t(row) * Traits::kRowBytes + (uint32_t(row & 7) << 4);
+    // NOTE: laundered so the ~40 per-unit addresses are not hoisted out of the
+    // block loop (they would spill at the producer's 40 registers).
+    asm volatile("" : "+r"(raw_row), "+r"(stage_row));
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      // Group 2 half + g: codes [128 (2 half + g), + 128), chunks 4 half + 2 g and + 1.
+      const float scale = valid ? common::ld_shared_f32(raw_row + kSparseFp8ScaleOffset + 4 * (2 * half + g)) : 0.0f;
+      const uint32_t codes_base = raw_row + uint32_t(half * kHalfCodes + g * kSparseFp8ValuesPerScale);
+      const uint32_t chunk_base = stage_row + uint32_t(4 * half + 2 * g) * kChunkBytes;
+#pragma unroll
+      for (int k = 0; k < kSparseFp8ValuesPerScale / 16; ++k) {
+        const uint4 codes = common::ld_shared_v4(codes_base + 16 * k);
+        const uint32_t dst = chunk_base + uint32_t(k / kUnitsPerChunk) * kChunkBytes;
+        const uint32_t unit = uint32_t(2 * (k % kUnitsPerChunk));
+        common::st_shared_v4(dst ^ (unit << 4), common::dequant_e4m3x8_to_bf16(codes.x, codes.y, scale));
+        common::st_shared_v4(dst ^ ((unit + 1) << 4), common::dequant_e4m3x8_to_bf16(codes.z, codes.w, scale));
+      }
+    }
+    // RoPE: bf16 as stored; units 4 half .. 4 half + 3 of chunk 8.
+    const uint32_t rope_base = stage_row + uint32_t(kHeadDimLatent / kChunkCols) * kChunkBytes;
+#pragma unroll
+    for (int u = 0; u < kRopeUnitsPerThread; ++u) {
+      const uint32_t unit = uint32_t(kRopeUnitsPerThread * half + u);
+      uint4 v = common::ld_shared_v4(raw_row + kSparseFp8RopeOffset + 16 * unit);
+      if (!valid) v = make_uint4(0u, 0u, 0u, 0u);
+      common::st_shared_v4(rope_base ^ (unit << 4), v);
+    }
+  }
+
+  static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
+                             int thread) {
+    const int warp = thread / kWarpSize;
+    const int lane = thread % kWarpSize;
+    const int row = thread % BLOCK_N;
+    const int half = thread / BLOCK_N;
+
+    // Warp 0: gather block 0; next_offsets holds block n + 1's rows.
+    BlockCursor cursor = cursor_begin(params, part);
+    int64_t next_offsets[2] = {-1, -1};
+    if (warp == 0) {
+      BlockCursor ahead = cursor;
+      look_ahead(params, ahead, lane, next_offsets);
+      gather(params, smem, next_offsets, lane);
+      cursor_advance(ahead, params, part);
+      look_ahead(params, ahead, lane, next_offsets);
+    }
+
+    int block_counter = 0;
+    int item_counter = 0;
+    for (; cursor.active(); cursor_advance(cursor, params, part), ++block_counter) {
+      const uint32_t phase = block_counter & 1;
+      // ---- Q of a new item (the consumers released Q after the last item's S) ----
+      if (cursor.first) {
+        if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
+        copy_q_tile<kWideHeadsPerCta, kWarpgroupThreads>(params, cursor.item, q_group * kWideHeadsPerCta, smem.q,
+                                                         thread);
+      }
+
+      // ---- raw block n landed, bf16 stage free: dequantise ----
+      common::mbarrier_wait(&smem.extra.raw_full, phase);
+      common::mbarrier_wait(&smem.kv_empty[0], phase ^ 1);
+      const uint64_t valid = common::ld_shared_u64(common::smem_u32(&smem.extra.raw_valid));
+      if (thread == 0) smem.extra.stage_valid = valid;
+      dequantise_row(smem, row, half, ((valid >> row) & 1) != 0);
+      if (cursor.first) common::cp_async_wait_all();
+      common::fence_view_async_shared();  // generic-proxy stores -> WGMMA operands
+      common::mbarrier_arrive(&smem.kv_full[0]);
+      if (cursor.first) {
+        common::mbarrier_arrive(&smem.q_full);
+        ++item_counter;
+      }
+
+      // ---- every thread has read the raw stage: gather block n + 1 ----
+      common::named_barrier_sync(kBarrierWideProducers, kWarpgroupThreads);
+      if (warp == 0) {
+        BlockCursor ahead = cursor;
+        cursor_advance(ahead, params, part);
+        if (ahead.active()) {
+          gather(params, smem, next_offsets, lane);
+          cursor_advance(ahead, params, part);
+          look_ahead(params, ahead, lane, next_offsets);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace openmla::kernels::decode_sparse_fp8
