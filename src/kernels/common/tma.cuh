@@ -40,6 +40,17 @@ __device__ __forceinline__ void cp_async_16_zfill(void* smem_dst, const void* sr
                : "memory");
 }
 
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem_dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src), "r"(valid ? 16u : 0u)
+               : "memory");
+}
+
+// One arrival on `bar` once every cp.async this thread issued so far has
+// landed (.noinc: the arrival counts against the barrier's expected count).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
 // Bulk copy of `bytes` (multiple of 16) from this CTA's smem into the smem of
 // another CTA of the cluster; completes `bytes` transactions on that CTA's
 // mbarrier. remote_dst / remote_bar come from map_to_cluster_rank.
@@ -50,18 +61,6 @@ __device__ __forceinline__ void bulk_copy_to_cluster_rank(uint32_t remote_dst, c
       "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
           remote_dst),
       "r"(smem_u32(smem_src)), "r"(bytes), "r"(remote_bar)
-      : "memory");
-}
-
-// Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) from
-// global memory into this CTA's smem; completes `bytes` transactions on `bar`.
-// Holds no registers while in flight, unlike a load through registers.
-__device__ __forceinline__ void bulk_copy_global_to_shared(void* smem_dst, const void* src, uint32_t bytes,
-                                                           uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_u32(smem_dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
       : "memory");
 }
 

@@ -10,9 +10,9 @@
 // second gather of a row mostly hits L2).
 //
 // Warp roles (384 threads, one CTA per SM):
-//   WG0 producer (setmaxnreg 40): warp 0 looks up indices and bulk-copies
-//       the valid 656-byte rows into the raw stage; all 4 warps dequantise
-//       raw -> bf16 stage (smem -> smem) and copy Q per item (cp.async).
+//   WG0 producer (setmaxnreg 40): looks up indices and gathers the 656-byte
+//       rows into the raw stage (cp.async, zero fill for invalid rows),
+//       dequantises raw -> bf16 stage (smem -> smem) and copies Q per item.
 //   WG1 / WG2 consumers (setmaxnreg 232): as in the dense kernel.
 // Shared memory: Q 72 KB + one bf16 stage 72 KB + P 8 KB + raw stage 41 KB
 // (WideTraits). Pipeline depth: one bf16 stage and one raw stage; the gather
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(decode_dense::kNumThreads, 1)
     common::mbarrier_init(&smem.q_empty, kWarpsPerWarpgroup);
     common::mbarrier_init(&smem.p_full, kWarpgroupThreads);
     common::mbarrier_init(&smem.p_empty, kWarpgroupThreads);
-    common::mbarrier_init(&smem.extra.raw_full, 1);
+    common::mbarrier_init(&smem.extra.raw_full, kWarpgroupThreads);
     common::mbarrier_init_fence();
   }
   // The schedule comes from the previous grid (launched as its dependent).

@@ -4,13 +4,13 @@
 // producer warpgroup that gathers and dequantises the cache rows.
 //
 // Pipeline (one bf16 stage, one raw stage):
-//   raw_full      (1 arrival + gathered bytes)  gather (warp 0)    -> dequantisers
+//   raw_full      (128 cp.async arrivals)       gather (WG0)       -> dequantisers
 //   kv_full[0]    (128 arrivals)                dequantisers (WG0) -> consumers
 //   kv_empty[0]   (8 arrivals: consumer warps)  consumers          -> dequantisers
 //   q_full (128) / q_empty (4)                  as in the dense kernel
 // Block n: wait raw_full(n) and kv_empty, dequantise raw -> bf16 stage,
-// publish it, then gather block n + 1 into the raw stage with bulk copies
-// (one 656-byte copy per valid row) while the consumers compute block n.
+// publish it, then gather block n + 1 into the raw stage with cp.async while
+// the consumers compute block n.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -36,9 +36,10 @@ inline constexpr int kBarrierWideProducers = 5;  // WG0 only: the raw stage is r
 // stage 72 KB + P 8 KB): the raw stage, 64 x 656 B = 41 KB.
 struct WideExtraStorage {
   alignas(16) uint8_t raw[BLOCK_N * kSparseFp8TokenBytes];  // [64 rows][656 B] as stored in the cache
-  uint64_t raw_valid;    // bit r: row r of `raw` was gathered (a counted, in-range index)
-  uint64_t stage_valid;  // the same bits for the bf16 stage (the consumers' column mask)
-  uint64_t raw_full;     // 1 arrival (gather lane 0) + the gathered bytes
+  // Bit r of the 64-bit word: row r of the bf16 stage holds a counted,
+  // in-range token (the consumers' column mask); 16 rows per producer warp.
+  alignas(8) uint16_t stage_valid[kWarpsPerWarpgroup];
+  uint64_t raw_full;  // 128 arrivals: each producer thread's gather copies landed (cp.async noinc)
 };
 
 using WideTraits = decode_dense::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/1, WideExtraStorage>;
@@ -84,7 +85,7 @@ struct WideProblem {
   static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int,
                                                      TensorSRowCol& tSrS_rc, int lane, int) {
     using namespace cute;
-    const uint64_t valid = smem.extra.stage_valid;
+    const uint64_t valid = *reinterpret_cast<const uint64_t*>(smem.extra.stage_valid);
     if (valid == ~uint64_t(0)) return;
     const uint64_t bits = valid >> (2 * (lane % 4));
 #pragma unroll
@@ -128,8 +129,12 @@ struct WideProblem {
 };
 
 // ---- producer warpgroup -------------------------------------------------------------------------
-// 128 threads. Warp 0 also gathers: lane l owns rows l and l + 32 of every
-// block (indices and an L2 prefetch one block ahead of the gather).
+// 128 threads. Gather: warp w copies rows [16 w, 16 w + 16) of the next block
+// with 16-byte cp.async, a row per step (lanes 0-31: the 512 codes, lanes
+// 0-8: scales and RoPE), zero-filling rows whose index is invalid; lanes
+// 0-15 hold the rows' cache offsets, looked up a block ahead.
+// NOTE: 656-byte bulk copies (TMA) ran at ~8 us a block here: small copies
+// at unaligned addresses are slow in the copy engine; cp.async is not.
 // Dequantisation: thread t takes row t % 64, latent half t / 64 (256 codes =
 // 16 units of 16) and 4 of the row's 8 RoPE units.
 // NOTE: the raw row stride 656 B = 164 words = 4 (mod 32), so the 8 rows of a
@@ -141,7 +146,11 @@ struct WideProducer {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kHalfCodes = kHeadDimLatent / 2;                 // 256
   static constexpr int kRopeUnitsPerThread = kHeadDimRope * 2 / 16 / 2;  // 4
+  static constexpr int kRowsPerWarp = BLOCK_N / kWarpsPerWarpgroup;     // 16
+  static constexpr int kCodeUnits = kHeadDimLatent / 16;                // 32: one per lane
+  static constexpr int kTailUnits = kSparseFp8TokenBytes / 16 - kCodeUnits;  // 9: scales + RoPE
   static constexpr uint32_t kFullMask = 0xffffffffu;
+  static_assert(kCodeUnits == kWarpSize && kTailUnits <= kWarpSize);
 
   // Cache byte offset of row `row` of the cursor's block, or -1 when the
   // position is not counted, the index is outside the cache, or the cursor is
@@ -160,46 +169,38 @@ struct WideProducer {
     return int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes;
   }
 
-  // Warp 0: bulk-copy the valid rows (offsets[k]: row lane + 32 k) into the
-  // raw stage; raw_valid and the expected bytes go to the barrier first.
-  static __device__ __forceinline__ void gather(const KernelParams& params, SharedStorage& smem,
-                                                const int64_t (&offsets)[2], int lane) {
-    const uint32_t valid_lo = __ballot_sync(kFullMask, offsets[0] >= 0);
-    const uint32_t valid_hi = __ballot_sync(kFullMask, offsets[1] >= 0);
-    if (lane == 0) {
-      smem.extra.raw_valid = uint64_t(valid_lo) | (uint64_t(valid_hi) << 32);
-      common::mbarrier_arrive_expect_tx(&smem.extra.raw_full,
-                                        uint32_t(__popc(valid_lo) + __popc(valid_hi)) * kSparseFp8TokenBytes);
-    }
-    __syncwarp();
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      if (offsets[k] >= 0) {
-        common::bulk_copy_global_to_shared(smem.extra.raw + (lane + 32 * k) * kSparseFp8TokenBytes,
-                                           params.kv_cache + offsets[k], kSparseFp8TokenBytes, &smem.extra.raw_full);
-      }
-    }
+  // This warp's rows of the cursor's block (lanes 0-15; -1 elsewhere).
+  static __device__ __forceinline__ int64_t warp_row_offset(const KernelParams& params, const BlockCursor& cursor,
+                                                            int warp, int lane) {
+    return lane < kRowsPerWarp ? row_offset(params, cursor, warp * kRowsPerWarp + lane) : -1;
   }
 
-  // Offsets of rows lane and lane + 32 of the cursor's block, and an L2
-  // prefetch of the valid ones (their gather is a block away).
-  static __device__ __forceinline__ void look_ahead(const KernelParams& params, const BlockCursor& cursor, int lane,
-                                                    int64_t (&offsets)[2]) {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      offsets[k] = row_offset(params, cursor, lane + 32 * k);
-      if (offsets[k] >= 0) common::prefetch_l2_bulk(params.kv_cache + offsets[k], kSparseFp8TokenBytes);
+  // Copy this warp's 16 rows (offset: lane l < 16 holds row 16 w + l) into
+  // the raw stage and arrive on raw_full when they land. Returns the rows'
+  // validity bits (bit l: row 16 w + l).
+  static __device__ __forceinline__ uint32_t gather(const KernelParams& params, SharedStorage& smem, int64_t offset,
+                                                    int warp, int lane) {
+    const uint32_t raw_rows = common::smem_u32(smem.extra.raw) + uint32_t(warp * kRowsPerWarp * kSparseFp8TokenBytes);
+#pragma unroll 4
+    for (int j = 0; j < kRowsPerWarp; ++j) {
+      const int64_t row_offset = __shfl_sync(kFullMask, offset, j);
+      const bool valid = row_offset >= 0;
+      const uint8_t* src = params.kv_cache + (valid ? row_offset : 0) + 16 * lane;  // never read when invalid
+      const uint32_t dst = raw_rows + uint32_t(j * kSparseFp8TokenBytes + 16 * lane);
+      common::cp_async_16_zfill(dst, src, valid);
+      if (lane < kTailUnits) common::cp_async_16_zfill(dst + 16 * kCodeUnits, src + 16 * kCodeUnits, valid);
     }
+    common::cp_async_arrive_noinc(&smem.extra.raw_full);
+    return __ballot_sync(kFullMask, offset >= 0) & ((1u << kRowsPerWarp) - 1);
   }
 
   // Raw row -> bf16 stage row, this thread's latent half and RoPE units.
-  // NOTE: branch-free for invalid rows: scale 0 turns whatever codes the raw
-  // row holds into zeros (every e4m3 code decodes to a finite value under the
-  // bit trick of dequant.cuh), and the RoPE units are selected to zero.
+  // Invalid rows were zero-filled by the gather (codes, scales and RoPE), so
+  // they dequantise to zeros without a branch.
   // Addresses: a stage row's 128 B chunk row starts on a 128 B boundary, so
   // unit u of row r is (chunk row | (r & 7) << 4) ^ u << 4, one LOP3 with an
   // immediate, and nothing per unit stays live in registers.
-  static __device__ __forceinline__ void dequantise_row(SharedStorage& smem, int row, int half, bool valid) {
+  static __device__ __forceinline__ void dequantise_row(SharedStorage& smem, int row, int half) {
     constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * sizeof(Element);  // 8 KB
     constexpr int kUnitsPerChunk = kChunkCols / 16;                                     // 4 units of 16 codes
     uint32_t raw_row = common::smem_u32(smem.extra.raw) + uint32_t(row * kSparseFp8TokenBytes);
@@ -210,7 +211,7 @@ struct WideProducer {
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
       // Group 2 half + g: codes [128 (2 half + g), + 128), chunks 4 half + 2 g and + 1.
-      const float scale = valid ? common::ld_shared_f32(raw_row + kSparseFp8ScaleOffset + 4 * (2 * half + g)) : 0.0f;
+      const float scale = common::ld_shared_f32(raw_row + kSparseFp8ScaleOffset + 4 * (2 * half + g));
       const uint32_t codes_base = raw_row + uint32_t(half * kHalfCodes + g * kSparseFp8ValuesPerScale);
       const uint32_t chunk_base = stage_row + uint32_t(4 * half + 2 * g) * kChunkBytes;
 #pragma unroll
@@ -227,9 +228,7 @@ struct WideProducer {
 #pragma unroll
     for (int u = 0; u < kRopeUnitsPerThread; ++u) {
       const uint32_t unit = uint32_t(kRopeUnitsPerThread * half + u);
-      uint4 v = common::ld_shared_v4(raw_row + kSparseFp8RopeOffset + 16 * unit);
-      if (!valid) v = make_uint4(0u, 0u, 0u, 0u);
-      common::st_shared_v4(rope_base ^ (unit << 4), v);
+      common::st_shared_v4(rope_base ^ (unit << 4), common::ld_shared_v4(raw_row + kSparseFp8RopeOffset + 16 * unit));
     }
   }
 
@@ -240,15 +239,14 @@ struct WideProducer {
     const int row = thread % BLOCK_N;
     const int half = thread / BLOCK_N;
 
-    // Warp 0: gather block 0; next_offsets holds block n + 1's rows.
+    // Gather block 0; next_offset holds this warp's rows of block n + 1.
     BlockCursor cursor = cursor_begin(params, part);
-    int64_t next_offsets[2] = {-1, -1};
-    if (warp == 0) {
+    uint32_t raw_valid = gather(params, smem, warp_row_offset(params, cursor, warp, lane), warp, lane);
+    int64_t next_offset;
+    {
       BlockCursor ahead = cursor;
-      look_ahead(params, ahead, lane, next_offsets);
-      gather(params, smem, next_offsets, lane);
       cursor_advance(ahead, params, part);
-      look_ahead(params, ahead, lane, next_offsets);
+      next_offset = warp_row_offset(params, ahead, warp, lane);
     }
 
     int block_counter = 0;
@@ -265,9 +263,8 @@ struct WideProducer {
       // ---- raw block n landed, bf16 stage free: dequantise ----
       common::mbarrier_wait(&smem.extra.raw_full, phase);
       common::mbarrier_wait(&smem.kv_empty[0], phase ^ 1);
-      const uint64_t valid = common::ld_shared_u64(common::smem_u32(&smem.extra.raw_valid));
-      if (thread == 0) smem.extra.stage_valid = valid;
-      dequantise_row(smem, row, half, ((valid >> row) & 1) != 0);
+      dequantise_row(smem, row, half);
+      if (lane == 0) smem.extra.stage_valid[warp] = uint16_t(raw_valid);
       if (cursor.first) common::cp_async_wait_all();
       common::fence_view_async_shared();  // generic-proxy stores -> WGMMA operands
       common::mbarrier_arrive(&smem.kv_full[0]);
@@ -278,14 +275,12 @@ struct WideProducer {
 
       // ---- every thread has read the raw stage: gather block n + 1 ----
       common::named_barrier_sync(kBarrierWideProducers, kWarpgroupThreads);
-      if (warp == 0) {
-        BlockCursor ahead = cursor;
+      BlockCursor ahead = cursor;
+      cursor_advance(ahead, params, part);
+      if (ahead.active()) {
+        raw_valid = gather(params, smem, next_offset, warp, lane);
         cursor_advance(ahead, params, part);
-        if (ahead.active()) {
-          gather(params, smem, next_offsets, lane);
-          cursor_advance(ahead, params, part);
-          look_ahead(params, ahead, lane, next_offsets);
-        }
+        next_offset = warp_row_offset(params, ahead, warp, lane);
       }
     }
   }
