@@ -62,24 +62,37 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, __nv_bfloat162 b) {
   return *reinterpret_cast<uint32_t*>(&x);
 }
 
-// Eight e4m3 codes (two words) times `scale` -> eight bf16 values, one
-// 16-byte unit (out.x = values 0-1, ...). `scale` is the group's power-of-two
-// scale; scale 0 gives zeros.
-__device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16(uint32_t codes_lo, uint32_t codes_hi, float scale) {
+// The one bf16x2 factor of a scale <= kMaxSingleStepScale.
+__device__ __forceinline__ __nv_bfloat162 single_step_factor(float scale) {
+  return __float2bfloat162_rn(scale * kE4m3ToBf16Bias);
+}
+
+// Eight e4m3 codes (two words) times a single-step factor -> eight bf16
+// values, one 16-byte unit (out.x = values 0-1, ...). Branch-free, so a loop
+// over units is one basic block the scheduler can overlap.
+__device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16_single_step(uint32_t codes_lo, uint32_t codes_hi,
+                                                                    __nv_bfloat162 factor) {
   uint32_t w[4];
   e4m3x4_to_bf16x4_biased(codes_lo, w[0], w[1]);
   e4m3x4_to_bf16x4_biased(codes_hi, w[2], w[3]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(w[i], factor);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Eight e4m3 codes times any power-of-two `scale` (scale 0 gives zeros).
+__device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16(uint32_t codes_lo, uint32_t codes_hi, float scale) {
   if (scale <= kMaxSingleStepScale) {
-    const __nv_bfloat162 factor = __float2bfloat162_rn(scale * kE4m3ToBf16Bias);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(w[i], factor);
-  } else {
-    // NOTE: rare (values above 448 * 128); exact for scales up to 2^71.
-    const __nv_bfloat162 first = __float2bfloat162_rn(kTwoStepFirst);
-    const __nv_bfloat162 second = __float2bfloat162_rn(scale * kTwoStepSecond);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(bf16x2_mul(w[i], first), second);
+    return dequant_e4m3x8_to_bf16_single_step(codes_lo, codes_hi, single_step_factor(scale));
   }
+  // NOTE: rare (values above 448 * 128); exact for scales up to 2^71.
+  uint32_t w[4];
+  e4m3x4_to_bf16x4_biased(codes_lo, w[0], w[1]);
+  e4m3x4_to_bf16x4_biased(codes_hi, w[2], w[3]);
+  const __nv_bfloat162 first = __float2bfloat162_rn(kTwoStepFirst);
+  const __nv_bfloat162 second = __float2bfloat162_rn(scale * kTwoStepSecond);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(bf16x2_mul(w[i], first), second);
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 

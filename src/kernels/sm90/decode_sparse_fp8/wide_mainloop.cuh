@@ -175,6 +175,17 @@ struct WideProducer {
     return lane < kRowsPerWarp ? row_offset(params, cursor, warp * kRowsPerWarp + lane) : -1;
   }
 
+  // L2 prefetch of this lane's row (lanes 0-15), a block before its gather:
+  // the gather then waits on L2, not on HBM. A 656-byte row touches at most
+  // 7 lines of 128 bytes.
+  static __device__ __forceinline__ void prefetch_row(const KernelParams& params, int64_t offset) {
+    if (offset < 0) return;
+    const uint8_t* row = params.kv_cache + offset;
+#pragma unroll
+    for (int k = 0; k < kSparseFp8TokenBytes / 128; ++k) common::prefetch_l2_line(row + 128 * k);
+    common::prefetch_l2_line(row + kSparseFp8TokenBytes - 1);
+  }
+
   // Copy this warp's 16 rows (offset: lane l < 16 holds row 16 w + l) into
   // the raw stage and arrive on raw_full when they land. Returns the rows'
   // validity bits (bit l: row 16 w + l).
@@ -194,6 +205,32 @@ struct WideProducer {
     return __ballot_sync(kFullMask, offset >= 0) & ((1u << kRowsPerWarp) - 1);
   }
 
+  // 128 codes of one scale group -> 2 chunk rows of the stage (16 units).
+  // NOTE: shared loads are issued kLoadBatch at a time ahead of their use:
+  // the accesses are volatile asm, so program order is issue order, and one
+  // load per dependent chain left the producer latency-bound.
+  template <class Dequant>
+  static __device__ __forceinline__ void dequantise_group(uint32_t codes_base, uint32_t chunk_base, Dequant dequant) {
+    constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * sizeof(Element);  // 8 KB
+    constexpr int kUnitsPerChunk = kChunkCols / 16;                                     // 4 units of 16 codes
+    constexpr int kUnits = kSparseFp8ValuesPerScale / 16;                               // 8
+    constexpr int kLoadBatch = 4;
+#pragma unroll
+    for (int k0 = 0; k0 < kUnits; k0 += kLoadBatch) {
+      uint4 codes[kLoadBatch];
+#pragma unroll
+      for (int b = 0; b < kLoadBatch; ++b) codes[b] = common::ld_shared_v4(codes_base + 16 * (k0 + b));
+#pragma unroll
+      for (int b = 0; b < kLoadBatch; ++b) {
+        const int k = k0 + b;
+        const uint32_t dst = chunk_base + uint32_t(k / kUnitsPerChunk) * kChunkBytes;
+        const uint32_t unit = uint32_t(2 * (k % kUnitsPerChunk));
+        common::st_shared_v4(dst ^ (unit << 4), dequant(codes[b].x, codes[b].y));
+        common::st_shared_v4(dst ^ ((unit + 1) << 4), dequant(codes[b].z, codes[b].w));
+      }
+    }
+  }
+
   // Raw row -> bf16 stage row, this thread's latent half and RoPE units.
   // Invalid rows were zero-filled by the gather (codes, scales and RoPE), so
   // they dequantise to zeros without a branch.
@@ -202,7 +239,6 @@ struct WideProducer {
   // immediate, and nothing per unit stays live in registers.
   static __device__ __forceinline__ void dequantise_row(SharedStorage& smem, int row, int half) {
     constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * sizeof(Element);  // 8 KB
-    constexpr int kUnitsPerChunk = kChunkCols / 16;                                     // 4 units of 16 codes
     uint32_t raw_row = common::smem_u32(smem.extra.raw) + uint32_t(row * kSparseFp8TokenBytes);
     uint32_t stage_row = common::smem_u32(smem.kv[0]) + uint32_t(row) * Traits::kRowBytes + (uint32_t(row & 7) << 4);
     // NOTE: laundered so the ~40 per-unit addresses are not hoisted out of the
@@ -214,13 +250,17 @@ struct WideProducer {
       const float scale = common::ld_shared_f32(raw_row + kSparseFp8ScaleOffset + 4 * (2 * half + g));
       const uint32_t codes_base = raw_row + uint32_t(half * kHalfCodes + g * kSparseFp8ValuesPerScale);
       const uint32_t chunk_base = stage_row + uint32_t(4 * half + 2 * g) * kChunkBytes;
-#pragma unroll
-      for (int k = 0; k < kSparseFp8ValuesPerScale / 16; ++k) {
-        const uint4 codes = common::ld_shared_v4(codes_base + 16 * k);
-        const uint32_t dst = chunk_base + uint32_t(k / kUnitsPerChunk) * kChunkBytes;
-        const uint32_t unit = uint32_t(2 * (k % kUnitsPerChunk));
-        common::st_shared_v4(dst ^ (unit << 4), common::dequant_e4m3x8_to_bf16(codes.x, codes.y, scale));
-        common::st_shared_v4(dst ^ ((unit + 1) << 4), common::dequant_e4m3x8_to_bf16(codes.z, codes.w, scale));
+      // NOTE: the scale test is made once per group, not per unit: a branch
+      // per unit split the loop into basic blocks and serialised its shared
+      // loads (the producer ran ~4.8 us a block at h_q = 128).
+      if (scale <= common::kMaxSingleStepScale) {
+        const __nv_bfloat162 factor = common::single_step_factor(scale);
+        dequantise_group(codes_base, chunk_base, [&](uint32_t lo, uint32_t hi) {
+          return common::dequant_e4m3x8_to_bf16_single_step(lo, hi, factor);
+        });
+      } else {
+        dequantise_group(codes_base, chunk_base,
+                         [&](uint32_t lo, uint32_t hi) { return common::dequant_e4m3x8_to_bf16(lo, hi, scale); });
       }
     }
     // RoPE: bf16 as stored; units 4 half .. 4 half + 3 of chunk 8.
@@ -247,6 +287,7 @@ struct WideProducer {
       BlockCursor ahead = cursor;
       cursor_advance(ahead, params, part);
       next_offset = warp_row_offset(params, ahead, warp, lane);
+      prefetch_row(params, next_offset);
     }
 
     int block_counter = 0;
@@ -281,6 +322,7 @@ struct WideProducer {
         raw_valid = gather(params, smem, next_offset, warp, lane);
         cursor_advance(ahead, params, part);
         next_offset = warp_row_offset(params, ahead, warp, lane);
+        prefetch_row(params, next_offset);
       }
     }
   }
