@@ -69,11 +69,6 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 }
 
-// Pull the 128-byte line holding `src` into L2 (per-thread; no completion).
-__device__ __forceinline__ void prefetch_l2_line(const void* src) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(src));
-}
-
 // 16-byte shared-memory accesses through shared-window addresses (smem_u32).
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;

@@ -130,11 +130,10 @@ struct WideProblem {
 
 // ---- producer warpgroup -------------------------------------------------------------------------
 // 128 threads. Gather: warp w copies rows [16 w, 16 w + 16) of the next block
-// with 16-byte cp.async, a row per step (lanes 0-31: the 512 codes, lanes
-// 0-8: scales and RoPE), zero-filling rows whose index is invalid; lanes
-// 0-15 hold the rows' cache offsets, looked up a block ahead.
+// with 16-byte cp.async (gather()), zero-filling rows whose index is invalid.
 // NOTE: 656-byte bulk copies (TMA) ran at ~8 us a block here: small copies
-// at unaligned addresses are slow in the copy engine; cp.async is not.
+// at unaligned addresses are slow in the copy engine; cp.async is not. An L2
+// prefetch a block ahead of the gather measured no gain (removed).
 // Dequantisation: thread t takes row t % 64, latent half t / 64 (256 codes =
 // 16 units of 16) and 4 of the row's 8 RoPE units.
 // NOTE: the raw row stride 656 B = 164 words = 4 (mod 32), so the 8 rows of a
@@ -147,62 +146,55 @@ struct WideProducer {
   static constexpr int kHalfCodes = kHeadDimLatent / 2;                 // 256
   static constexpr int kRopeUnitsPerThread = kHeadDimRope * 2 / 16 / 2;  // 4
   static constexpr int kRowsPerWarp = BLOCK_N / kWarpsPerWarpgroup;     // 16
-  static constexpr int kCodeUnits = kHeadDimLatent / 16;                // 32: one per lane
-  static constexpr int kTailUnits = kSparseFp8TokenBytes / 16 - kCodeUnits;  // 9: scales + RoPE
   static constexpr uint32_t kFullMask = 0xffffffffu;
-  static_assert(kCodeUnits == kWarpSize && kTailUnits <= kWarpSize);
+  static_assert(kRowsPerWarp * 2 == kWarpSize, "two lanes per gathered row");
 
-  // Cache byte offset of row `row` of the cursor's block, or -1 when the
-  // position is not counted, the index is outside the cache, or the cursor is
-  // past the part (never dereferenced then).
-  static __device__ __forceinline__ int64_t row_offset(const KernelParams& params, const BlockCursor& cursor,
-                                                       int row) {
+  // Index of row `row` of the cursor's block, or -1 when the position is not
+  // counted or the cursor is past the part.
+  static __device__ __forceinline__ int32_t row_index(const KernelParams& params, const BlockCursor& cursor,
+                                                      int row) {
     if (!cursor.active()) return -1;
     const int pos = cursor.block * BLOCK_N + row;
     if (pos >= cursor.length) return -1;
     const int b = cursor.item / params.s_q;
     const int s = cursor.item - b * params.s_q;
-    const int32_t index = __ldg(params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
-    if (index < 0 || index >= params.num_tokens) return -1;
-    const int page = index / params.page_size;
-    const int slot = index - page * params.page_size;
-    return int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes;
+    return __ldg(params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
   }
 
-  // This warp's rows of the cursor's block (lanes 0-15; -1 elsewhere).
-  static __device__ __forceinline__ int64_t warp_row_offset(const KernelParams& params, const BlockCursor& cursor,
-                                                            int warp, int lane) {
-    return lane < kRowsPerWarp ? row_offset(params, cursor, warp * kRowsPerWarp + lane) : -1;
+  // This lane's gather row of the cursor's block: 16 w + lane / 2.
+  static __device__ __forceinline__ int32_t lane_row_index(const KernelParams& params, const BlockCursor& cursor,
+                                                           int warp, int lane) {
+    return row_index(params, cursor, warp * kRowsPerWarp + lane / 2);
   }
 
-  // L2 prefetch of this lane's row (lanes 0-15), a block before its gather:
-  // the gather then waits on L2, not on HBM. A 656-byte row touches at most
-  // 7 lines of 128 bytes.
-  static __device__ __forceinline__ void prefetch_row(const KernelParams& params, int64_t offset) {
-    if (offset < 0) return;
-    const uint8_t* row = params.kv_cache + offset;
-#pragma unroll
-    for (int k = 0; k < kSparseFp8TokenBytes / 128; ++k) common::prefetch_l2_line(row + 128 * k);
-    common::prefetch_l2_line(row + kSparseFp8TokenBytes - 1);
-  }
-
-  // Copy this warp's 16 rows (offset: lane l < 16 holds row 16 w + l) into
-  // the raw stage and arrive on raw_full when they land. Returns the rows'
-  // validity bits (bit l: row 16 w + l).
-  static __device__ __forceinline__ uint32_t gather(const KernelParams& params, SharedStorage& smem, int64_t offset,
+  // Copy this warp's 16 rows into the raw stage and arrive on raw_full when
+  // they land. Lanes 2 j and 2 j + 1 copy row 16 w + j (index: this lane's
+  // row), the even and the odd 16-byte units; an index outside the cache
+  // zero-fills the row and is never dereferenced. Returns the rows'
+  // validity bits (bit j: row 16 w + j).
+  // NOTE: a warp instruction covers 16 rows x 32 contiguous bytes (one
+  // sector each), as many sectors as one 512-byte row, with no shuffles; the
+  // index was loaded a block earlier, so its latency is hidden.
+  static __device__ __forceinline__ uint32_t gather(const KernelParams& params, SharedStorage& smem, int32_t index,
                                                     int warp, int lane) {
-    const uint32_t raw_rows = common::smem_u32(smem.extra.raw) + uint32_t(warp * kRowsPerWarp * kSparseFp8TokenBytes);
-#pragma unroll 4
-    for (int j = 0; j < kRowsPerWarp; ++j) {
-      const int64_t row_offset = __shfl_sync(kFullMask, offset, j);
-      const bool valid = row_offset >= 0;
-      const uint8_t* src = params.kv_cache + (valid ? row_offset : 0) + 16 * lane;  // never read when invalid
-      const uint32_t dst = raw_rows + uint32_t(j * kSparseFp8TokenBytes + 16 * lane);
-      common::cp_async_16_zfill(dst, src, valid);
-      if (lane < kTailUnits) common::cp_async_16_zfill(dst + 16 * kCodeUnits, src + 16 * kCodeUnits, valid);
-    }
+    constexpr int kUnits = kSparseFp8TokenBytes / 16;  // 41
+    const bool valid = index >= 0 && index < params.num_tokens;
+    const int page = valid ? index / params.page_size : 0;
+    const int slot = valid ? index - page * params.page_size : 0;
+    const uint8_t* src = params.kv_cache + int64_t(page) * params.kv_stride_page +
+                         int64_t(slot) * kSparseFp8TokenBytes + 16 * (lane & 1);  // [656] row; never read when invalid
+    const uint32_t dst = common::smem_u32(smem.extra.raw) +
+                         uint32_t((warp * kRowsPerWarp + lane / 2) * kSparseFp8TokenBytes + 16 * (lane & 1));
+#pragma unroll
+    for (int u = 0; u < kUnits / 2; ++u) common::cp_async_16_zfill(dst + 32 * u, src + 32 * u, valid);
+    if ((lane & 1) == 0) common::cp_async_16_zfill(dst + 16 * (kUnits - 1), src + 16 * (kUnits - 1), valid);
     common::cp_async_arrive_noinc(&smem.extra.raw_full);
-    return __ballot_sync(kFullMask, offset >= 0) & ((1u << kRowsPerWarp) - 1);
+    // Even lanes' bits -> bits 0-15.
+    uint32_t bits = __ballot_sync(kFullMask, valid) & 0x55555555u;
+    bits = (bits | (bits >> 1)) & 0x33333333u;
+    bits = (bits | (bits >> 2)) & 0x0f0f0f0fu;
+    bits = (bits | (bits >> 4)) & 0x00ff00ffu;
+    return (bits | (bits >> 8)) & 0x0000ffffu;
   }
 
   // 128 codes of one scale group -> 2 chunk rows of the stage (16 units).
@@ -279,15 +271,14 @@ struct WideProducer {
     const int row = thread % BLOCK_N;
     const int half = thread / BLOCK_N;
 
-    // Gather block 0; next_offset holds this warp's rows of block n + 1.
+    // Gather block 0; next_index: this lane's row of block n + 1.
     BlockCursor cursor = cursor_begin(params, part);
-    uint32_t raw_valid = gather(params, smem, warp_row_offset(params, cursor, warp, lane), warp, lane);
-    int64_t next_offset;
+    uint32_t raw_valid = gather(params, smem, lane_row_index(params, cursor, warp, lane), warp, lane);
+    int32_t next_index;
     {
       BlockCursor ahead = cursor;
       cursor_advance(ahead, params, part);
-      next_offset = warp_row_offset(params, ahead, warp, lane);
-      prefetch_row(params, next_offset);
+      next_index = lane_row_index(params, ahead, warp, lane);
     }
 
     int block_counter = 0;
@@ -319,10 +310,9 @@ struct WideProducer {
       BlockCursor ahead = cursor;
       cursor_advance(ahead, params, part);
       if (ahead.active()) {
-        raw_valid = gather(params, smem, next_offset, warp, lane);
+        raw_valid = gather(params, smem, next_index, warp, lane);
         cursor_advance(ahead, params, part);
-        next_offset = warp_row_offset(params, ahead, warp, lane);
-        prefetch_row(params, next_offset);
+        next_index = lane_row_index(params, ahead, warp, lane);
       }
     }
   }
