@@ -39,6 +39,7 @@ struct WideExtraStorage {
   // Bit r of the 64-bit word: row r of the bf16 stage holds a counted,
   // in-range token (the consumers' column mask); 16 rows per producer warp.
   alignas(8) uint16_t stage_valid[kWarpsPerWarpgroup];
+  int64_t row_offset[kWarpsPerWarpgroup][BLOCK_N / kWarpsPerWarpgroup];  // per gather warp: its rows' cache offsets
   uint64_t raw_full;  // 128 arrivals: each producer thread's gather copies landed (cp.async noinc)
 };
 
@@ -147,7 +148,6 @@ struct WideProducer {
   static constexpr int kRopeUnitsPerThread = kHeadDimRope * 2 / 16 / 2;  // 4
   static constexpr int kRowsPerWarp = BLOCK_N / kWarpsPerWarpgroup;     // 16
   static constexpr uint32_t kFullMask = 0xffffffffu;
-  static_assert(kRowsPerWarp * 2 == kWarpSize, "two lanes per gathered row");
 
   // Index of row `row` of the cursor's block, or -1 when the position is not
   // counted or the cursor is past the part.
@@ -161,40 +161,57 @@ struct WideProducer {
     return __ldg(params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
   }
 
-  // This lane's gather row of the cursor's block: 16 w + lane / 2.
+  // This warp's gather rows of the cursor's block (lanes 0-15: row 16 w + lane).
   static __device__ __forceinline__ int32_t lane_row_index(const KernelParams& params, const BlockCursor& cursor,
                                                            int warp, int lane) {
-    return row_index(params, cursor, warp * kRowsPerWarp + lane / 2);
+    return lane < kRowsPerWarp ? row_index(params, cursor, warp * kRowsPerWarp + lane) : -1;
   }
 
   // Copy this warp's 16 rows into the raw stage and arrive on raw_full when
-  // they land. Lanes 2 j and 2 j + 1 copy row 16 w + j (index: this lane's
-  // row), the even and the odd 16-byte units; an index outside the cache
-  // zero-fills the row and is never dereferenced. Returns the rows'
-  // validity bits (bit j: row 16 w + j).
-  // NOTE: a warp instruction covers 16 rows x 32 contiguous bytes (one
-  // sector each), as many sectors as one 512-byte row, with no shuffles; the
-  // index was loaded a block earlier, so its latency is hidden.
+  // they land; index: lane l < 16 holds row 16 w + l's (loaded a block
+  // earlier, so its latency is hidden). A row is one step: lanes 0-31 copy
+  // its 512 code bytes, lanes 0-8 its scales and RoPE (16-byte cp.async);
+  // an index outside the cache zero-fills the row and is never dereferenced.
+  // Returns the rows' validity bits (bit j: row 16 w + j).
+  // NOTE: one row per warp instruction keeps each to 4 lines of 128 bytes;
+  // spreading 16 rows over an instruction (2 lanes a row) was slower (LSU
+  // throttled: 264 vs 309 TFLOP/s at h_q = 128). Row offsets go through
+  // shared memory, read 4 rows at a time ahead of their copies (shuffles
+  // per row left each copy waiting on its shuffle).
   static __device__ __forceinline__ uint32_t gather(const KernelParams& params, SharedStorage& smem, int32_t index,
                                                     int warp, int lane) {
-    constexpr int kUnits = kSparseFp8TokenBytes / 16;  // 41
+    constexpr int kCodeUnits = kHeadDimLatent / 16;                            // 32: one per lane
+    constexpr int kTailUnits = kSparseFp8TokenBytes / 16 - kCodeUnits;         // 9: scales + RoPE
+    constexpr int kRowBatch = 4;
     const bool valid = index >= 0 && index < params.num_tokens;
     const int page = valid ? index / params.page_size : 0;
     const int slot = valid ? index - page * params.page_size : 0;
-    const uint8_t* src = params.kv_cache + int64_t(page) * params.kv_stride_page +
-                         int64_t(slot) * kSparseFp8TokenBytes + 16 * (lane & 1);  // [656] row; never read when invalid
-    const uint32_t dst = common::smem_u32(smem.extra.raw) +
-                         uint32_t((warp * kRowsPerWarp + lane / 2) * kSparseFp8TokenBytes + 16 * (lane & 1));
+    int64_t* offsets = smem.extra.row_offset[warp];  // [16]
+    if (lane < kRowsPerWarp) {
+      offsets[lane] = valid ? int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes : -1;
+    }
+    __syncwarp();
+    const uint32_t offsets_addr = common::smem_u32(offsets);
+    const uint32_t dst_rows = common::smem_u32(smem.extra.raw) +
+                              uint32_t(warp * kRowsPerWarp * kSparseFp8TokenBytes + 16 * lane);
+    const uint8_t* src_lane = params.kv_cache + 16 * lane;
 #pragma unroll
-    for (int u = 0; u < kUnits / 2; ++u) common::cp_async_16_zfill(dst + 32 * u, src + 32 * u, valid);
-    if ((lane & 1) == 0) common::cp_async_16_zfill(dst + 16 * (kUnits - 1), src + 16 * (kUnits - 1), valid);
+    for (int j0 = 0; j0 < kRowsPerWarp; j0 += kRowBatch) {
+      int64_t row_offset[kRowBatch];
+#pragma unroll
+      for (int k = 0; k < kRowBatch; ++k) row_offset[k] = common::ld_shared_s64(offsets_addr + 8 * (j0 + k));
+#pragma unroll
+      for (int k = 0; k < kRowBatch; ++k) {
+        const bool row_valid = row_offset[k] >= 0;
+        const uint8_t* src = src_lane + (row_valid ? row_offset[k] : 0);  // never read when invalid
+        const uint32_t dst = dst_rows + uint32_t((j0 + k) * kSparseFp8TokenBytes);
+        common::cp_async_16_zfill(dst, src, row_valid);
+        if (lane < kTailUnits) common::cp_async_16_zfill(dst + 16 * kCodeUnits, src + 16 * kCodeUnits, row_valid);
+      }
+    }
     common::cp_async_arrive_noinc(&smem.extra.raw_full);
-    // Even lanes' bits -> bits 0-15.
-    uint32_t bits = __ballot_sync(kFullMask, valid) & 0x55555555u;
-    bits = (bits | (bits >> 1)) & 0x33333333u;
-    bits = (bits | (bits >> 2)) & 0x0f0f0f0fu;
-    bits = (bits | (bits >> 4)) & 0x00ff00ffu;
-    return (bits | (bits >> 8)) & 0x0000ffffu;
+    __syncwarp();  // offsets are rewritten by the next gather
+    return __ballot_sync(kFullMask, lane < kRowsPerWarp && valid);
   }
 
   // 128 codes of one scale group -> 2 chunk rows of the stage (16 units).
