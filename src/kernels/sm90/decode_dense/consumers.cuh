@@ -91,6 +91,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
       const uint32_t phase = (block_counter / Traits::kNumStages) & 1;
       const bool last = block == blocks.end_block - 1;
       Element* stage_base = smem.kv[stage];
+      Problem::fill_stage(smem, block_counter, /*warpgroup=*/1, thread);
       common::mbarrier_wait(&smem.kv_full[stage], phase);
 
       Problem::prepare_stage(mask, smem, stage, stage_base, block, thread);
@@ -198,6 +199,7 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
       const int stage = block_counter % Traits::kNumStages;
       const uint32_t phase = (block_counter / Traits::kNumStages) & 1;
       const bool last = block == blocks.end_block - 1;
+      Problem::fill_stage(smem, block_counter, /*warpgroup=*/2, thread);
       common::mbarrier_wait(&smem.kv_full[stage], phase);
       common::mbarrier_wait(&smem.p_full, block_counter & 1);
 

@@ -11,6 +11,8 @@
 //   item_blocks(params, part, item)      ItemBlocks of the part's item
 //   query_row(params, q_group, row)      QueryRow of tile row `row`
 //   ItemMask item_mask(...)              per-item masking state
+//   fill_stage(...)                      WG1 / WG2, before waiting for a stage:
+//                                        their share of filling it (if any)
 //   prepare_stage(...)                   WG1, before S: fix up the stage
 //   mask_scores(...)                     -inf for keys a row must not see
 //   row_norm(...)                        factor of the final O row
@@ -86,6 +88,9 @@ struct DenseProblem {
     }
     return mask;
   }
+
+  // The producer's TMA fills every stage alone.
+  static __device__ __forceinline__ void fill_stage(SharedStorage&, int, int, int) {}
 
   // The tail past the length: TMA left it stale (or never loaded it).
   static __device__ __forceinline__ void prepare_stage(const ItemMask& mask, SharedStorage&, int,

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(decode_dense::kNumThreads, 1)
   const int thread = threadIdx.x % kWarpgroupThreads;
 
   if (threadIdx.x == 0) {
-    common::mbarrier_init(&smem.kv_full[0], kWarpgroupThreads);
+    common::mbarrier_init(&smem.kv_full[0], kWideFillThreads);
     common::mbarrier_init(&smem.kv_empty[0], 2 * kWarpsPerWarpgroup);
     common::mbarrier_init(&smem.q_full, kWarpgroupThreads);
     common::mbarrier_init(&smem.q_empty, kWarpsPerWarpgroup);

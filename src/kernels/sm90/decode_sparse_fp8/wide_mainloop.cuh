@@ -4,13 +4,17 @@
 // producer warpgroup that gathers and dequantises the cache rows.
 //
 // Pipeline (one bf16 stage, one raw stage):
-//   raw_full      (128 cp.async arrivals)       gather (WG0)       -> dequantisers
-//   kv_full[0]    (128 arrivals)                dequantisers (WG0) -> consumers
-//   kv_empty[0]   (8 arrivals: consumer warps)  consumers          -> dequantisers
+//   raw_full      (128 cp.async arrivals)       gather (WG0)         -> fillers (all)
+//   kv_full[0]    (384 arrivals)                fillers (all)        -> consumers
+//   kv_empty[0]   (8 arrivals: consumer warps)  consumers            -> WG0 (chunks 0-3)
+//   kBarrierRawFree (named, 384)                fillers              -> gather (WG0)
 //   q_full (128) / q_empty (4)                  as in the dense kernel
-// Block n: wait raw_full(n) and kv_empty, dequantise raw -> bf16 stage,
-// publish it, then gather block n + 1 into the raw stage with cp.async while
-// the consumers compute block n.
+// Block n: every warpgroup fills its share of the bf16 stage from the raw
+// stage once raw_full(n) is complete (WG0: scale groups 0-1 after kv_empty,
+// WG2: groups 2-3, WG1: RoPE), then the consumers compute block n while WG0
+// gathers block n + 1 into the raw stage with cp.async.
+// NOTE: WG0 alone dequantised a block in ~1.0 us with the consumers idle
+// (globaltimer timeline, h_q = 128); split three ways it is ~0.5 us.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -30,7 +34,10 @@
 namespace openmla::kernels::decode_sparse_fp8 {
 
 inline constexpr int kWideHeadsPerCta = decode_dense::BLOCK_M;  // 64
-inline constexpr int kBarrierWideProducers = 5;  // WG0 only: the raw stage is read before it is refilled
+// Named barrier: every stage filler (all three warpgroups) has read the raw
+// stage; the producers sync, the consumers only arrive.
+inline constexpr int kBarrierRawFree = 5;
+inline constexpr int kWideFillThreads = decode_dense::kNumThreads;  // 384
 
 // Shared memory the wide kernel adds to the dense plan (Q 72 KB + one bf16
 // stage 72 KB + P 8 KB): the raw stage, 64 x 656 B = 41 KB.
@@ -45,98 +52,14 @@ struct WideExtraStorage {
 
 using WideTraits = decode_dense::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/1, WideExtraStorage>;
 
-// ---- problem policy for the dense consumers ---------------------------------------------------
-// Item = (request, query token); tile row r = head 64 q_group + r; every
-// 64-position block's invalid columns come from stage_valid.
-template <class Traits>
-struct WideProblem {
-  using Params = KernelParams;
-  using Element = typename Traits::Element;
-  using SharedStorage = typename Traits::SharedStorage;
-  static constexpr bool kMayClusterSplit = false;
-  static __device__ __forceinline__ bool clustered(const Params&) { return false; }
-
-  static __device__ __forceinline__ decode_dense::ItemBlocks item_blocks(const Params& params, const PartWork& part,
-                                                                         int item) {
-    decode_dense::ItemBlocks r;
-    r.length = item_length(params, item);
-    const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
-    r.begin_block = part_item_begin_block(part, item);
-    r.end_block = item == part.end_item ? part.end_block : num_blocks;
-    r.partial = part_item_is_partial(part, item);
-    r.slot = r.partial ? part_item_slot(part, item) : 0;
-    return r;
-  }
-
-  static __device__ __forceinline__ decode_dense::QueryRow query_row(const Params&, int q_group, int tile_row) {
-    return decode_dense::QueryRow{tile_row, true, 0, q_group * kWideHeadsPerCta + tile_row};
-  }
-
-  struct ItemMask {};
-  static __device__ __forceinline__ ItemMask item_mask(const Params&, const decode_dense::ItemBlocks&,
-                                                       const decode_dense::QueryRow (&)[2]) {
-    return ItemMask{};
-  }
-  // Invalid rows were written as zeros by the producer: nothing to fix.
-  static __device__ __forceinline__ void prepare_stage(const ItemMask&, SharedStorage&, int, Element*, int, int) {}
-
-  // Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
-  // (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
-  template <class TensorSRowCol>
-  static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int,
-                                                     TensorSRowCol& tSrS_rc, int lane, int) {
-    using namespace cute;
-    const uint64_t valid = *reinterpret_cast<const uint64_t*>(smem.extra.stage_valid);
-    if (valid == ~uint64_t(0)) return;
-    const uint64_t bits = valid >> (2 * (lane % 4));
-#pragma unroll
-    for (int j = 0; j < size<1>(tSrS_rc); ++j) {
-      if (((bits >> ((j % 2) + 8 * (j / 2))) & 1) == 0) {
-#pragma unroll
-        for (int i = 0; i < size<0>(tSrS_rc); ++i) tSrS_rc(i, j) = -INFINITY;
-      }
-    }
-  }
-
-  // 1 / row sum, times the attention sink's factor 1 / (1 + exp(sink - LSE))
-  // for items that are not split (split items get it in the combine).
-  static __device__ __forceinline__ float row_norm(const Params& params, int, const decode_dense::ItemBlocks& blocks,
-                                                   const decode_dense::QueryRow& row, float row_max, float row_sum) {
-    if (!(row_sum > 0.0f)) return 0.0f;
-    float norm = 1.0f / row_sum;
-    if (!blocks.partial && params.attn_sink != nullptr) {
-      const float lse = (row_max + log2f(row_sum)) * common::kLn2;
-      norm *= 1.0f / (1.0f + expf(__ldg(params.attn_sink + row.head) - lse));
-    }
-    return norm;
-  }
-
-  static __device__ __forceinline__ Element* out_row(const Params& params, int item, const decode_dense::QueryRow& row) {
-    const int b = item / params.s_q;
-    const int s = item - b * params.s_q;
-    return reinterpret_cast<Element*>(params.out) + b * params.out_stride_b + s * params.out_stride_s +
-           int64_t(row.head) * params.out_stride_h;  // [512]
-  }
-  static __device__ __forceinline__ float* lse_entry(const Params& params, int item, const decode_dense::QueryRow& row) {
-    const int b = item / params.s_q;
-    const int s = item - b * params.s_q;
-    return params.lse + b * params.lse_stride_b + int64_t(row.head) * params.lse_stride_h + s;
-  }
-  // Row of partial_o / partial_lse: [slot, head].
-  static __device__ __forceinline__ int64_t partial_row(const Params& params, const decode_dense::ItemBlocks& blocks,
-                                                        const decode_dense::QueryRow& row) {
-    return int64_t(blocks.slot) * params.h_q + row.head;
-  }
-};
-
 // ---- producer warpgroup -------------------------------------------------------------------------
 // 128 threads. Gather: warp w copies rows [16 w, 16 w + 16) of the next block
 // with 16-byte cp.async (gather()), zero-filling rows whose index is invalid.
 // NOTE: 656-byte bulk copies (TMA) ran at ~8 us a block here: small copies
 // at unaligned addresses are slow in the copy engine; cp.async is not. An L2
 // prefetch a block ahead of the gather measured no gain (removed).
-// Dequantisation: thread t takes row t % 64, latent half t / 64 (256 codes =
-// 16 units of 16) and 4 of the row's 8 RoPE units.
+// Dequantisation: WG0 thread t takes row t % 64, scale group t / 64 (128
+// codes = 8 units of 16); WG2 the groups 2 and 3, WG1 the RoPE (help_fill).
 // NOTE: the raw row stride 656 B = 164 words = 4 (mod 32), so the 8 rows of a
 // quarter warp read distinct 16-byte bank groups; the swizzled stores of 8
 // consecutive rows land in distinct groups too (unit ^ (row & 7)).
@@ -240,45 +163,71 @@ struct WideProducer {
     }
   }
 
-  // Raw row -> bf16 stage row, this thread's latent half and RoPE units.
-  // Invalid rows were zero-filled by the gather (codes, scales and RoPE), so
-  // they dequantise to zeros without a branch.
+  // Scale group `group` of raw row `row` -> the bf16 stage (chunks 2 group
+  // and 2 group + 1). Invalid rows were zero-filled by the gather (codes,
+  // scales and RoPE), so they dequantise to zeros without a branch.
   // Addresses: a stage row's 128 B chunk row starts on a 128 B boundary, so
   // unit u of row r is (chunk row | (r & 7) << 4) ^ u << 4, one LOP3 with an
   // immediate, and nothing per unit stays live in registers.
-  static __device__ __forceinline__ void dequantise_row(SharedStorage& smem, int row, int half) {
+  static __device__ __forceinline__ void dequantise_scale_group(SharedStorage& smem, int row, int group) {
     constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * sizeof(Element);  // 8 KB
     uint32_t raw_row = common::smem_u32(smem.extra.raw) + uint32_t(row * kSparseFp8TokenBytes);
     uint32_t stage_row = common::smem_u32(smem.kv[0]) + uint32_t(row) * Traits::kRowBytes + (uint32_t(row & 7) << 4);
-    // NOTE: laundered so the ~40 per-unit addresses are not hoisted out of the
+    // NOTE: laundered so the per-unit addresses are not hoisted out of the
     // block loop (they would spill at the producer's 40 registers).
     asm volatile("" : "+r"(raw_row), "+r"(stage_row));
-#pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      // Group 2 half + g: codes [128 (2 half + g), + 128), chunks 4 half + 2 g and + 1.
-      const float scale = common::ld_shared_f32(raw_row + kSparseFp8ScaleOffset + 4 * (2 * half + g));
-      const uint32_t codes_base = raw_row + uint32_t(half * kHalfCodes + g * kSparseFp8ValuesPerScale);
-      const uint32_t chunk_base = stage_row + uint32_t(4 * half + 2 * g) * kChunkBytes;
-      // NOTE: the scale test is made once per group, not per unit: a branch
-      // per unit split the loop into basic blocks and serialised its shared
-      // loads (the producer ran ~4.8 us a block at h_q = 128).
-      if (scale <= common::kMaxSingleStepScale) {
-        const __nv_bfloat162 factor = common::single_step_factor(scale);
-        dequantise_group(codes_base, chunk_base, [&](uint32_t lo, uint32_t hi) {
-          return common::dequant_e4m3x8_to_bf16_single_step(lo, hi, factor);
-        });
-      } else {
-        dequantise_group(codes_base, chunk_base,
-                         [&](uint32_t lo, uint32_t hi) { return common::dequant_e4m3x8_to_bf16(lo, hi, scale); });
-      }
+    const float scale = common::ld_shared_f32(raw_row + kSparseFp8ScaleOffset + 4 * group);
+    const uint32_t codes_base = raw_row + uint32_t(group * kSparseFp8ValuesPerScale);
+    const uint32_t chunk_base = stage_row + uint32_t(2 * group) * kChunkBytes;
+    // NOTE: the scale test is made once per group, not per unit: a branch
+    // per unit split the loop into basic blocks and serialised its shared
+    // loads (the producer ran ~4.8 us a block at h_q = 128).
+    if (scale <= common::kMaxSingleStepScale) {
+      const __nv_bfloat162 factor = common::single_step_factor(scale);
+      dequantise_group(codes_base, chunk_base, [&](uint32_t lo, uint32_t hi) {
+        return common::dequant_e4m3x8_to_bf16_single_step(lo, hi, factor);
+      });
+    } else {
+      dequantise_group(codes_base, chunk_base,
+                       [&](uint32_t lo, uint32_t hi) { return common::dequant_e4m3x8_to_bf16(lo, hi, scale); });
     }
-    // RoPE: bf16 as stored; units 4 half .. 4 half + 3 of chunk 8.
-    const uint32_t rope_base = stage_row + uint32_t(kHeadDimLatent / kChunkCols) * kChunkBytes;
+  }
+
+  // RoPE half `half` of raw row `row` (bf16 as stored) -> units 4 half ..
+  // 4 half + 3 of the stage's chunk 8.
+  static __device__ __forceinline__ void copy_rope(SharedStorage& smem, int row, int half) {
+    constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * sizeof(Element);  // 8 KB
+    const uint32_t raw_row = common::smem_u32(smem.extra.raw) + uint32_t(row * kSparseFp8TokenBytes);
+    const uint32_t rope_base = common::smem_u32(smem.kv[0]) + uint32_t(kHeadDimLatent / kChunkCols) * kChunkBytes +
+                               uint32_t(row) * Traits::kRowBytes + (uint32_t(row & 7) << 4);
+    uint4 units[kRopeUnitsPerThread];
 #pragma unroll
     for (int u = 0; u < kRopeUnitsPerThread; ++u) {
-      const uint32_t unit = uint32_t(kRopeUnitsPerThread * half + u);
-      common::st_shared_v4(rope_base ^ (unit << 4), common::ld_shared_v4(raw_row + kSparseFp8RopeOffset + 16 * unit));
+      units[u] = common::ld_shared_v4(raw_row + kSparseFp8RopeOffset + 16 * (kRopeUnitsPerThread * half + u));
     }
+#pragma unroll
+    for (int u = 0; u < kRopeUnitsPerThread; ++u) {
+      common::st_shared_v4(rope_base ^ (uint32_t(kRopeUnitsPerThread * half + u) << 4), units[u]);
+    }
+  }
+
+  // The consumers' share of filling the stage with block `block_counter`
+  // (WideProblem::fill_stage): WG2 dequantises scale groups 2 and 3 (stage
+  // chunks 4-7, which only its own P.V reads), WG1 copies the RoPE (chunk 8,
+  // which only S reads); both have finished the previous block by program
+  // order. Then they release the raw stage to the next gather.
+  static __device__ __forceinline__ void help_fill(SharedStorage& smem, int block_counter, int warpgroup,
+                                                   int thread) {
+    common::mbarrier_wait(&smem.extra.raw_full, block_counter & 1);
+    const int row = thread % BLOCK_N;
+    if (warpgroup == 2) {
+      dequantise_scale_group(smem, row, 2 + thread / BLOCK_N);
+    } else {
+      copy_rope(smem, row, thread / BLOCK_N);
+    }
+    common::fence_view_async_shared();  // generic-proxy stores -> WGMMA operands
+    common::mbarrier_arrive(&smem.kv_full[0]);
+    common::named_barrier_arrive(kBarrierRawFree, kWideFillThreads);
   }
 
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
@@ -309,10 +258,10 @@ struct WideProducer {
                                                          thread);
       }
 
-      // ---- raw block n landed, bf16 stage free: dequantise ----
+      // ---- raw block n landed, WG1's P.V done: dequantise scale group `half` ----
       common::mbarrier_wait(&smem.extra.raw_full, phase);
       common::mbarrier_wait(&smem.kv_empty[0], phase ^ 1);
-      dequantise_row(smem, row, half);
+      dequantise_scale_group(smem, row, half);  // groups 0, 1: stage chunks 0-3 (WG1's P.V half)
       if (lane == 0) smem.extra.stage_valid[warp] = uint16_t(raw_valid);
       if (cursor.first) common::cp_async_wait_all();
       common::fence_view_async_shared();  // generic-proxy stores -> WGMMA operands
@@ -322,8 +271,8 @@ struct WideProducer {
         ++item_counter;
       }
 
-      // ---- every thread has read the raw stage: gather block n + 1 ----
-      common::named_barrier_sync(kBarrierWideProducers, kWarpgroupThreads);
+      // ---- every thread (consumers too) has read the raw stage: gather block n + 1 ----
+      common::named_barrier_sync(kBarrierRawFree, kWideFillThreads);
       BlockCursor ahead = cursor;
       cursor_advance(ahead, params, part);
       if (ahead.active()) {
@@ -332,6 +281,94 @@ struct WideProducer {
         next_index = lane_row_index(params, ahead, warp, lane);
       }
     }
+  }
+};
+
+// ---- problem policy for the dense consumers ---------------------------------------------------
+// Item = (request, query token); tile row r = head 64 q_group + r; every
+// 64-position block's invalid columns come from stage_valid.
+template <class Traits>
+struct WideProblem {
+  using Params = KernelParams;
+  using Element = typename Traits::Element;
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr bool kMayClusterSplit = false;
+  static __device__ __forceinline__ bool clustered(const Params&) { return false; }
+
+  static __device__ __forceinline__ decode_dense::ItemBlocks item_blocks(const Params& params, const PartWork& part,
+                                                                         int item) {
+    decode_dense::ItemBlocks r;
+    r.length = item_length(params, item);
+    const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
+    r.begin_block = part_item_begin_block(part, item);
+    r.end_block = item == part.end_item ? part.end_block : num_blocks;
+    r.partial = part_item_is_partial(part, item);
+    r.slot = r.partial ? part_item_slot(part, item) : 0;
+    return r;
+  }
+
+  static __device__ __forceinline__ decode_dense::QueryRow query_row(const Params&, int q_group, int tile_row) {
+    return decode_dense::QueryRow{tile_row, true, 0, q_group * kWideHeadsPerCta + tile_row};
+  }
+
+  struct ItemMask {};
+  static __device__ __forceinline__ ItemMask item_mask(const Params&, const decode_dense::ItemBlocks&,
+                                                       const decode_dense::QueryRow (&)[2]) {
+    return ItemMask{};
+  }
+  static __device__ __forceinline__ void fill_stage(SharedStorage& smem, int block_counter, int warpgroup,
+                                                    int thread) {
+    WideProducer<Traits>::help_fill(smem, block_counter, warpgroup, thread);
+  }
+  // Invalid rows were written as zeros by the producer: nothing to fix.
+  static __device__ __forceinline__ void prepare_stage(const ItemMask&, SharedStorage&, int, Element*, int, int) {}
+
+  // Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
+  // (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
+  template <class TensorSRowCol>
+  static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int,
+                                                     TensorSRowCol& tSrS_rc, int lane, int) {
+    using namespace cute;
+    const uint64_t valid = *reinterpret_cast<const uint64_t*>(smem.extra.stage_valid);
+    if (valid == ~uint64_t(0)) return;
+    const uint64_t bits = valid >> (2 * (lane % 4));
+#pragma unroll
+    for (int j = 0; j < size<1>(tSrS_rc); ++j) {
+      if (((bits >> ((j % 2) + 8 * (j / 2))) & 1) == 0) {
+#pragma unroll
+        for (int i = 0; i < size<0>(tSrS_rc); ++i) tSrS_rc(i, j) = -INFINITY;
+      }
+    }
+  }
+
+  // 1 / row sum, times the attention sink's factor 1 / (1 + exp(sink - LSE))
+  // for items that are not split (split items get it in the combine).
+  static __device__ __forceinline__ float row_norm(const Params& params, int, const decode_dense::ItemBlocks& blocks,
+                                                   const decode_dense::QueryRow& row, float row_max, float row_sum) {
+    if (!(row_sum > 0.0f)) return 0.0f;
+    float norm = 1.0f / row_sum;
+    if (!blocks.partial && params.attn_sink != nullptr) {
+      const float lse = (row_max + log2f(row_sum)) * common::kLn2;
+      norm *= 1.0f / (1.0f + expf(__ldg(params.attn_sink + row.head) - lse));
+    }
+    return norm;
+  }
+
+  static __device__ __forceinline__ Element* out_row(const Params& params, int item, const decode_dense::QueryRow& row) {
+    const int b = item / params.s_q;
+    const int s = item - b * params.s_q;
+    return reinterpret_cast<Element*>(params.out) + b * params.out_stride_b + s * params.out_stride_s +
+           int64_t(row.head) * params.out_stride_h;  // [512]
+  }
+  static __device__ __forceinline__ float* lse_entry(const Params& params, int item, const decode_dense::QueryRow& row) {
+    const int b = item / params.s_q;
+    const int s = item - b * params.s_q;
+    return params.lse + b * params.lse_stride_b + int64_t(row.head) * params.lse_stride_h + s;
+  }
+  // Row of partial_o / partial_lse: [slot, head].
+  static __device__ __forceinline__ int64_t partial_row(const Params& params, const decode_dense::ItemBlocks& blocks,
+                                                        const decode_dense::QueryRow& row) {
+    return int64_t(blocks.slot) * params.h_q + row.head;
   }
 };
 
