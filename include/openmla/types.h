@@ -43,11 +43,6 @@ struct DeviceInfo {
   int max_smem_per_block = 227 * 1024;
   int cc_major = 9;
   int cc_minor = 0;
-  // 4-CTA thread-block clusters that fit at once at one CTA per SM (sparse
-  // decode with h_q = 128). SMs are grouped in GPCs, so this can be below
-  // num_sms / 4 (30 on a 132-SM H200). 0: unknown, the planner assumes 90%
-  // of num_sms / 4. query_device_info fills it.
-  int max_clusters_of_4 = 0;
 };
 
 }  // namespace openmla

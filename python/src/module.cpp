@@ -247,8 +247,7 @@ NB_MODULE(_C, m) {
       .def_rw("num_sms", &DeviceInfo::num_sms)
       .def_rw("max_smem_per_block", &DeviceInfo::max_smem_per_block)
       .def_rw("cc_major", &DeviceInfo::cc_major)
-      .def_rw("cc_minor", &DeviceInfo::cc_minor)
-      .def_rw("max_clusters_of_4", &DeviceInfo::max_clusters_of_4);
+      .def_rw("cc_minor", &DeviceInfo::cc_minor);
 
   nb::class_<PlanOptions>(m, "PlanOptions")
       .def(nb::init<>())

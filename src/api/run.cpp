@@ -85,7 +85,7 @@ Status query_device_info(int device, DeviceInfo* info) {
   info->max_smem_per_block = int(prop.sharedMemPerBlockOptin);
   info->cc_major = prop.major;
   info->cc_minor = prop.minor;
-  return kernels::decode_sparse_fp8::max_clusters_of_4(device, &info->max_clusters_of_4);
+  return Status::ok();
 }
 
 Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan, void* workspace,

@@ -58,7 +58,6 @@ Status validate_device_info(const char* entry, const DeviceInfo& device) {
       check_range(entry, "num_sms", device.num_sms, 1, kMaxNumSms, kInvalid, kInvalid));
   OPENMLA_RETURN_IF_ERROR(
       check_at_least(entry, "max_smem_per_block", device.max_smem_per_block, 1));
-  OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "max_clusters_of_4", device.max_clusters_of_4, 0));
   return check_at_least(entry, "cc_major", device.cc_major, 1);
 }
 

@@ -42,22 +42,15 @@ WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, in
 // walks the same KV range, so parts = SMs / q-groups keeps one wave; when the
 // q-groups alone fill the machine (e.g. h_q = 128, s_q >= 67 on 132 SMs) the
 // answer is one part, never zero.
-// cluster_size: CTAs of one part that run as a thread-block cluster (they
-// must all be resident together, which GPC boundaries can prevent).
-int choose_num_parts(int num_q_groups, int cluster_size, const DeviceInfo& device, const PlanOptions& options) {
+int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptions& options) {
   int parts = std::max(1, device.num_sms / std::max(1, num_q_groups));
-  if (cluster_size == 4) {
-    constexpr int kUnknownPercent = 90;
-    parts = std::max(1, std::min(parts, device.max_clusters_of_4 > 0 ? device.max_clusters_of_4
-                                                                     : parts * kUnknownPercent / 100));
-  }
   if (options.max_parts > 0) parts = std::min(parts, options.max_parts);
   if (options.min_parts > 0) parts = std::max(parts, options.min_parts);
   return std::clamp(parts, 1, kMaxParts);
 }
 
-void finish_plan(DecodePlan* plan, int cluster_size, const DeviceInfo& device, const PlanOptions& options) {
-  plan->num_parts = choose_num_parts(plan->num_q_groups, cluster_size, device, options);
+void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& options) {
+  plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
   // Forcing parts (tests of the split path) also lets every part take work.
   plan->min_part_cost = options.min_part_cost > 0 ? options.min_part_cost
@@ -132,7 +125,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   result.num_q_groups = shape.h_kv * m_tiles;
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
-  finish_plan(&result, /*cluster_size=*/1, device, options);
+  finish_plan(&result, device, options);
   result.cluster_split = choose_cluster_split(result, rows_per_kv_head, device, options);
   *plan = result;
   return Status::ok();
@@ -155,7 +148,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.num_q_groups = sparse_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
-  finish_plan(&result, /*cluster_size=*/1, device, options);
+  finish_plan(&result, device, options);
   *plan = result;
   return Status::ok();
 }

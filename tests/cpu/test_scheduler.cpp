@@ -88,7 +88,6 @@ TEST(SchedulerProperty, RandomInputsSatisfyEveryInvariant) {
   for (int c = 0; c < kCases; ++c) {
     DeviceInfo device;
     device.num_sms = 1 + int(rng() % 264);
-    if (rng() % 2 == 0) device.max_clusters_of_4 = int(rng() % (device.num_sms / 4 + 2));
     const PlanOptions options = random_options(rng);
     DecodePlan plan;
     std::vector<int32_t> lengths;
@@ -194,29 +193,26 @@ TEST(WorkspaceBound, PartialBytesFollowTheHeaderFormula) {
   }
 }
 
-// Sparse decode runs the q-groups of a part as one thread-block cluster, so
-// the part count never exceeds the clusters the device holds at once.
-TEST(SchedulerExamples, SparseClustersFitTheDevice) {
+// Sparse decode: one q-group up to 32 heads, then one per 64 heads; each
+// part holds one CTA per q-group, so the parts fill the SMs in one wave.
+TEST(SchedulerExamples, SparseQGroupsFillOneWave) {
   struct Expect {
-    int h_q, q_groups, parts_known, parts_unknown;
+    int h_q, q_groups, parts;
   };
-  for (const Expect& e : {Expect{8, 1, 132, 132}, Expect{16, 1, 132, 132}, Expect{32, 1, 132, 132},
-                          Expect{64, 1, 132, 132}, Expect{128, 2, 66, 66}}) {
-    for (int known : {30, 0}) {
-      DeviceInfo device;
-      device.num_sms = 132;
-      device.max_clusters_of_4 = known;
-      SparseDecodeShape shape;
-      shape.batch = 128;
-      shape.s_q = 2;
-      shape.h_q = e.h_q;
-      shape.topk = 2048;
-      shape.num_pages = 4096;
-      DecodePlan plan;
-      ASSERT_TRUE(plan_sparse_decode(shape, device, &plan).is_ok());
-      EXPECT_EQ(plan.num_q_groups, e.q_groups) << "h_q " << e.h_q;
-      EXPECT_EQ(plan.num_parts, known ? e.parts_known : e.parts_unknown) << "h_q " << e.h_q << " known " << known;
-    }
+  for (const Expect& e : {Expect{8, 1, 132}, Expect{16, 1, 132}, Expect{32, 1, 132}, Expect{64, 1, 132},
+                          Expect{128, 2, 66}}) {
+    DeviceInfo device;
+    device.num_sms = 132;
+    SparseDecodeShape shape;
+    shape.batch = 128;
+    shape.s_q = 2;
+    shape.h_q = e.h_q;
+    shape.topk = 2048;
+    shape.num_pages = 4096;
+    DecodePlan plan;
+    ASSERT_TRUE(plan_sparse_decode(shape, device, &plan).is_ok());
+    EXPECT_EQ(plan.num_q_groups, e.q_groups) << "h_q " << e.h_q;
+    EXPECT_EQ(plan.num_parts, e.parts) << "h_q " << e.h_q;
   }
 }
 
@@ -363,7 +359,6 @@ TEST(SchedulerExamples, InvalidOptionsAreRefused) {
 TEST(SchedulerExamples, ShortDenseCallsRunAsClusterSplits) {
   DeviceInfo device;
   device.num_sms = 132;
-  device.max_clusters_of_4 = 30;
   struct Expect {
     int batch, s_q, h_q, max_pages;
     PlanOptions options;

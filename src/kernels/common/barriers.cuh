@@ -79,14 +79,6 @@ __device__ __forceinline__ uint2 ld_shared_cluster_b32x2(uint32_t remote) {
   return v;
 }
 
-// One arrival on an mbarrier of another CTA of the cluster. Used to release
-// a buffer whose last readers were WGMMAs this thread already waited for, as
-// CUTLASS's cluster pipelines do; NOTE: release at cluster scope would add a
-// full memory barrier per arrival (measured: ~18% of a consumer's time).
-__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
-}
-
 // ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------
 __device__ __forceinline__ void named_barrier_sync(int id, int num_threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(num_threads) : "memory");

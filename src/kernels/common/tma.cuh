@@ -51,19 +51,6 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
-// Bulk copy of `bytes` (multiple of 16) from this CTA's smem into the smem of
-// another CTA of the cluster; completes `bytes` transactions on that CTA's
-// mbarrier. remote_dst / remote_bar come from map_to_cluster_rank.
-//   https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk
-__device__ __forceinline__ void bulk_copy_to_cluster_rank(uint32_t remote_dst, const void* smem_src, uint32_t bytes,
-                                                          uint32_t remote_bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          remote_dst),
-      "r"(smem_u32(smem_src)), "r"(bytes), "r"(remote_bar)
-      : "memory");
-}
-
 // Pull `bytes` (multiple of 16) of global memory into L2 ahead of a later copy.
 __device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");

@@ -21,30 +21,20 @@ namespace openmla::kernels::decode_sparse_fp8 {
 inline constexpr int BLOCK_N = kKvBlockTokens;  // KV tokens (index positions) per stage
 inline constexpr int HEAD_DIM_QK = kHeadDimQK;  // 576
 inline constexpr int HEAD_DIM_V = kHeadDimV;    // 512
-inline constexpr int kMaxHeadsPerCta = kSparseHeadsPerCta;  // 32
-inline constexpr int kMaxClusterSize = 4;       // h_q = 128: four CTAs of 32 heads
 inline constexpr int kChunkCols = 64;           // one 128-byte swizzle row of bf16
 inline constexpr int kNumStages = 2;            // bf16 K/V ring depth (72 KB a stage)
 static_assert(BLOCK_N == 64, "the schedule's KV block is 64 index positions");
 
-// Heads per CTA and CTAs per cluster for a head count: h_q <= 32 runs in one
-// CTA; 64 and 128 as clusters of 2 and 4 CTAs of 32 heads.
-constexpr int heads_per_cta(int h_q) { return h_q < kMaxHeadsPerCta ? h_q : kMaxHeadsPerCta; }
-constexpr int cluster_size(int h_q) { return sparse_q_groups(h_q); }
-constexpr bool kernel_supported(int heads, int cluster) {
-  return ((heads == 8 || heads == 16) && cluster == 1) ||
-         (heads == 32 && (cluster == 1 || cluster == 2 || cluster == 4));
-}
+// The narrow kernel (this file's tiles) runs h_q = 8, 16, 32 in one CTA per
+// part; h_q = 64 and 128 run in the wide kernel (wide_kernel.cuh, 64 heads
+// per CTA on M).
+constexpr bool kernel_supported(int heads) { return heads == 8 || heads == 16 || heads == 32; }
 
 // ---- warp roles ---------------------------------------------------------------------------
 // warpgroup 0:    consumer. S^T = K.Q^T, masked online softmax over tokens,
 //                 P^T -> smem, O^T += V^T.P^T (the whole 512 x N).
-// warpgroups 1-2: producers (8 warps). Warp w owns 8 token rows of every
-//                 stage: their indices, validity and RoPE (registers) in its
-//                 own CTA. Cluster rank r dequantises the contiguous rows
-//                 [64 r / C, 64 (r + 1) / C) (R = 8 / C of them per warp) and
-//                 bulk-copies them into the other CTAs of the cluster, one
-//                 copy per (CTA, latent chunk) (traits.h maps the rows).
+// warpgroups 1-2: producers (8 warps). Warp w owns token rows [8 w, 8 w + 8)
+//                 of every stage: their indices, validity, codes and RoPE.
 inline constexpr int kWarpgroupThreads = 128;
 inline constexpr int kNumWarpgroups = 3;
 inline constexpr int kNumThreads = kNumWarpgroups * kWarpgroupThreads;
@@ -65,7 +55,6 @@ static_assert(kConsumerRegs + 2 * kProducerRegs <= kNumWarpgroups * kEntryRegs,
 
 // Named barriers (0 is __syncthreads).
 inline constexpr int kBarrierConsumer = 1;  // the consumer warpgroup's own reductions and P^T publish
-inline constexpr int kBarrierProducers = 2;  // a stage's rows all stored before the DSMEM copies
 
 // ---- kernel parameters -------------------------------------------------------------------
 struct KernelParams {
@@ -101,11 +90,8 @@ struct KernelParams {
 // h_q = 64 / 128: the wide-head kernel (wide_kernel.cuh), grid (h_q / 64, parts).
 Status launch_wide_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
-// One instantiation per (heads per CTA, cluster size): instantiations/*.cu.
-template <int kHeadsPerCta, int kClusterSize>
+// One instantiation per heads-per-CTA of the narrow kernel: instantiations/*.cu.
+template <int kHeadsPerCta>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
-// Clusters of this instantiation resident at once on the current device.
-template <int kHeadsPerCta, int kClusterSize>
-Status max_active_clusters(int* count);
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -1,14 +1,12 @@
-// sm90 sparse FP8 MLA decode (DeepSeek Sparse Attention, 656-byte cache).
+// sm90 sparse FP8 MLA decode for h_q <= 32 (the narrow kernel; DeepSeek
+// Sparse Attention, 656-byte cache).
 //
-// Computes, for the N query heads of cluster rank r (heads [N r, N r + N))
-// and SM part blockIdx.y of the split-KV schedule, softmax(scale * q.k) v over
-// the index positions of each (request, query token) item in the part's
-// range. Tokens are on M and heads on N, so h_q = 8/16 run without padding:
+// Computes, for the h_q = N query heads and SM part blockIdx.y of the
+// split-KV schedule, softmax(scale * q.k) v over the index positions of each
+// (request, query token) item in the part's range. Tokens are on M and heads
+// on N, so h_q = 8/16 run without padding:
 //   S^T (64 tokens x N) = K.Q^T,   O^T (512 x N) += V^T.P^T.
-// h_q = 64 / 128 run as clusters of 2 / 4 CTAs of 32 heads that walk the same
-// blocks: each CTA dequantises 1/C of every block's tokens and bulk-copies
-// them into the other CTAs' stages (distributed shared memory), so every
-// token is dequantised once per cluster.
+// h_q = 64 / 128 run in the wide kernel (wide_kernel.cuh).
 //
 // Warp roles (384 threads, one CTA per SM):
 //   WG0 consumer (setmaxnreg 232): S^T (WGMMA 64xNx16, SS), token mask, online
@@ -16,14 +14,13 @@
 //       warps), P^T -> smem, O^T += V^T.P^T (SS), epilogue.
 //   WG1-2 producers (setmaxnreg 136, 8 warps): index lookahead, L2 prefetch,
 //       FP8 -> BF16 dequantisation of their own rows (bit trick + one bf16x2
-//       multiply, common/fp8/dequant.cuh), DSMEM copies, RoPE, Q by cp.async.
+//       multiply, common/fp8/dequant.cuh), RoPE, Q by cp.async.
 // Shared memory: 2 bf16 K/V stages 144 KB + Q (N x 576) + P^T + column
 // partials (traits.h). Pipeline depth: 2 stages; the producers' register and
 // L2 lookahead hides the gather latency (mainloop.cuh).
 #pragma once
 
 #include <cute/tensor.hpp>
-#include <cute/arch/cluster_sm90.hpp>
 #include <cutlass/arch/reg_reconfig.h>
 
 #include <cmath>
@@ -49,10 +46,9 @@ struct SumOp {
 // ---- consumer: scores, softmax, O^T ----------------------------------------------------------
 template <class Traits>
 __device__ void run_consumer(const KernelParams& params, const PartWork& part, typename Traits::SharedStorage& smem,
-                             int head0, int rank, int thread) {
+                             int head0, int thread) {
   using namespace cute;
   constexpr int N = Traits::kHeads;
-  constexpr int kClusterSize = Traits::kClusterSize;
   constexpr int kCols = N / 4;  // head columns per thread
   const int warp = thread / kWarpSize;
   const int lane = thread % kWarpSize;
@@ -178,16 +174,8 @@ __device__ void run_consumer(const KernelParams& params, const PartWork& part, t
       for (int i = 0; i < size<0>(tOrO_rc); ++i) tOrO_rc(i, jj) *= col_scale[jj];
     }
     Mainloop<Traits>::gemm_pv(mma_pv, smem.kv[stage], tOrPt, thread, tOrO);
-    // Every thread's reads of the stage are done: release it in every CTA
-    // that writes into it (this one, and the others of the cluster).
+    // Every thread's reads of the stage are done: release it.
     common::mbarrier_arrive(&smem.kv_empty[stage]);
-    if constexpr (kClusterSize > 1) {
-      __syncwarp();
-      if (lane < kClusterSize - 1) {
-        const uint32_t peer = uint32_t(rank + 1 + lane) % kClusterSize;
-        common::mbarrier_arrive_remote(common::map_to_cluster_rank(&smem.kv_empty[stage], peer));
-      }
-    }
 
     // ---- last block: whole-column sums -> norm and LSE, then O ----
     if (last) {
@@ -224,24 +212,18 @@ template <class Traits>
 __global__ void __launch_bounds__(kNumThreads, 1)
     decode_sparse_fp8_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
-  constexpr int kClusterSize = Traits::kClusterSize;
   // The schedule comes from the previous grid (launched as its dependent).
   common::wait_for_previous_grid();
   common::allow_next_grid();
   const PartWork part = params.parts[blockIdx.y];
-  // NOTE: every CTA of a cluster shares the part, so all of them leave here
-  // together, before any cluster-wide barrier or remote access.
-  if (part.flags & kPartEmpty) return;
+  if (part.flags & kPartEmpty) return;  // uniform over the CTA
 
   extern __shared__ uint8_t smem_raw[];
   const uintptr_t raw = reinterpret_cast<uintptr_t>(smem_raw);
   const uintptr_t base = (raw + Traits::kSmemAlign - 1) & ~uintptr_t(Traits::kSmemAlign - 1);
-  // NOTE: the DSMEM copies assume the same offset in every CTA of the cluster;
-  // the base alignment of dynamic smem is the same for all CTAs of a kernel.
   if (base - raw + sizeof(SharedStorage) > size_t(Traits::kSmemBytes)) __trap();  // see traits.h
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(base);
 
-  const int rank = kClusterSize > 1 ? int(cute::block_rank_in_cluster()) : 0;
   const int head0 = int(blockIdx.x) * Traits::kHeads;
   // Warp-uniform role index (keeps the role branches free of divergence).
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
@@ -256,50 +238,23 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     common::mbarrier_init(&smem.q_empty, kWarpsPerWarpgroup);
     common::mbarrier_init_fence();
   }
-  // Barriers of every CTA initialised before any CTA of the cluster uses them.
-  if constexpr (kClusterSize > 1) {
-    cute::cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
-    run_consumer<Traits>(params, part, smem, head0, rank, int(threadIdx.x));
+    run_consumer<Traits>(params, part, smem, head0, int(threadIdx.x));
   } else {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
-    Producer<Traits>::run(params, part, smem, head0, rank, int(threadIdx.x) - kWarpgroupThreads);
+    Producer<Traits>::run(params, part, smem, head0, int(threadIdx.x) - kWarpgroupThreads);
   }
-  // No CTA leaves while another may still arrive on its barriers or copy into it.
-  if constexpr (kClusterSize > 1) cute::cluster_sync();
 }
 
 // ---- host launch of one instantiation -----------------------------------------------------------
-template <int kHeadsPerCta, int kClusterSize>
+template <int kHeadsPerCta>
 Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
-  using KernelTraits = Traits<kHeadsPerCta, kClusterSize>;
+  using KernelTraits = Traits<kHeadsPerCta>;
   return common::launch_dependent("decode_sparse_fp8", &decode_sparse_fp8_kernel<KernelTraits>, grid,
-                                  dim3(kNumThreads), KernelTraits::kSmemBytes, stream, kClusterSize, params);
-}
-
-template <int kHeadsPerCta, int kClusterSize>
-Status max_active_clusters(int* count) {
-  using KernelTraits = Traits<kHeadsPerCta, kClusterSize>;
-  auto* kernel = &decode_sparse_fp8_kernel<KernelTraits>;
-  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KernelTraits::kSmemBytes);
-  cudaLaunchAttribute attribute = common::cluster_attribute(kClusterSize);
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(kClusterSize), 1);
-  config.blockDim = dim3(kNumThreads);
-  config.dynamicSmemBytes = size_t(KernelTraits::kSmemBytes);
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  if (error == cudaSuccess) error = cudaOccupancyMaxActiveClusters(count, kernel, &config);
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string("decode_sparse_fp8: cudaOccupancyMaxActiveClusters failed: ") +
-                              cudaGetErrorString(error));
-  }
-  return Status::ok();
+                                  dim3(kNumThreads), KernelTraits::kSmemBytes, stream, /*cluster_x=*/1, params);
 }
 
 }  // namespace openmla::kernels::decode_sparse_fp8

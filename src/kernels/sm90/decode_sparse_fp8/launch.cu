@@ -56,24 +56,11 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
   // One CTA per (q-group, part).
   const dim3 grid(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
   switch (shape.h_q) {
-    case 8: return launch_kernel<8, 1>(kp, grid, stream);
-    case 16: return launch_kernel<16, 1>(kp, grid, stream);
-    case 32: return launch_kernel<32, 1>(kp, grid, stream);
+    case 8: return launch_kernel<8>(kp, grid, stream);
+    case 16: return launch_kernel<16>(kp, grid, stream);
+    case 32: return launch_kernel<32>(kp, grid, stream);
     default: return launch_wide_kernel(kp, grid, stream);
   }
-}
-
-Status max_clusters_of_4(int device, int* count) {
-  *count = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major != 9) return Status::ok();
-  int current = 0;
-  if (cudaGetDevice(&current) != cudaSuccess) return Status::ok();
-  // The occupancy query runs on the current device.
-  if (current != device && cudaSetDevice(device) != cudaSuccess) return Status::ok();
-  const Status status = max_active_clusters<kMaxHeadsPerCta, 4>(count);
-  if (current != device) cudaSetDevice(current);
-  return status;
 }
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -20,8 +20,4 @@ namespace openmla::kernels::decode_sparse_fp8 {
 Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
               float* partial_o, float* partial_lse, cudaStream_t stream);
 
-// 4-CTA clusters of the h_q = 128 kernel that fit on `device` at once
-// (DeviceInfo::max_clusters_of_4); 0 on devices without sm90a code.
-Status max_clusters_of_4(int device, int* count);
-
 }  // namespace openmla::kernels::decode_sparse_fp8

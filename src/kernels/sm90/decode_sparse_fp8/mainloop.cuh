@@ -1,17 +1,13 @@
-// Main loop pieces of the sm90 sparse FP8 decode kernel: the (item, block)
-// cursor every role walks, the producer (index lookahead, L2 prefetch, FP8 ->
-// BF16 dequantisation, DSMEM copies to the cluster, RoPE and Q copies) and
-// the consumer building blocks (the two WGMMA products, column reductions of
-// the transposed scores).
+// Main loop pieces of the sm90 sparse FP8 decode kernel for h_q <= 32 (the
+// narrow kernel): the (item, block) cursor every role walks (shared with the
+// wide kernel), the producer (index lookahead, L2 prefetch, FP8 -> BF16
+// dequantisation, RoPE and Q copies) and the consumer building blocks (the
+// two WGMMA products, column reductions of the transposed scores).
 //
-// Pipeline: kNumStages = 2 bf16 stages of 64 tokens x 576, in every CTA of
-// the cluster.
-//   kv_full[s]  (256 local producer arrivals after their stores, Q cp.async
-//               completion and proxy fence, plus the latent bytes of the rows
-//               the other CTAs dequantise: bulk-copy transactions)
-//                                                         producers -> consumer
-//   kv_empty[s] (128 local consumer arrivals + 4 per other CTA: its consumer
-//               warps, remote)                         consumers of all CTAs -> producers
+// Pipeline: kNumStages = 2 bf16 stages of 64 tokens x 576.
+//   kv_full[s]  (256 producer arrivals after their stores, Q cp.async
+//               completion and proxy fence)              producers -> consumer
+//   kv_empty[s] (128 consumer arrivals)                  consumer -> producers
 //   q_full      (256 arrivals, with the stage of an item's first block)
 //   q_empty     (4 arrivals: the consumer warps, after the item's last S^T)
 // Producer lookahead, per warp: one register holds the cache offsets of its 8
@@ -114,7 +110,6 @@ template <class Traits>
 struct Producer {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kHeads = Traits::kHeads;
-  static constexpr int kClusterSize = Traits::kClusterSize;
   static constexpr int kOwnRows = Traits::kOwnRows;
   static constexpr int kBlocksInFlight = Traits::kBlocksInFlight;
   static constexpr int kRows = kRowsPerProducerWarp;          // 8 rows of every stage per warp
@@ -218,30 +213,8 @@ struct Producer {
     copy_q_tile<kHeads, kProducerThreads>(params, item, head0, smem.q, thread);
   }
 
-  // This rank's rows of a finished stage (every producer warp stored and
-  // fenced them: the producers' barrier precedes this) -> the same rows of
-  // every other CTA of the cluster. Warp w copies latent chunk w, lane p to
-  // the p-th other CTA: one bulk copy of kRankRows rows each. NOTE: the
-  // issue of a bulk copy stalls while the copy unit is busy; one warp
-  // issuing all of a block's copies was slower (h_q=128: 178 vs 198 TFLOP/s).
-  static_assert(Traits::kRopeChunk == kNumProducerWarps, "one latent chunk per producer warp");
-  static __device__ __forceinline__ void copy_to_cluster(SharedStorage& smem, int stage, int warp, int lane,
-                                                         int rank) {
-    if constexpr (kClusterSize > 1) {
-      common::named_barrier_sync(kBarrierProducers, kProducerThreads);
-      if (lane < kClusterSize - 1) {
-        const int peer = (rank + 1 + lane) % kClusterSize;
-        const uint8_t* src = reinterpret_cast<const uint8_t*>(smem.kv[stage]) + warp * Traits::kKvChunkBytes +
-                             rank * Traits::kRankRows * Traits::kRowBytes;
-        common::bulk_copy_to_cluster_rank(common::map_to_cluster_rank(src, peer), src,
-                                          uint32_t(Traits::kRankRows * Traits::kRowBytes),
-                                          common::map_to_cluster_rank(&smem.kv_full[stage], peer));
-      }
-    }
-  }
-
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int head0,
-                             int rank, int thread) {
+                             int thread) {
     const int warp = thread / kWarpSize;
     const int lane = thread % kWarpSize;
     const int lane_block = lane / kRows;  // which lookahead block this lane's offset belongs to
@@ -263,10 +236,10 @@ struct Producer {
     // ---- this lane's store addresses (shared-window offsets) ----
     const bool swap = (lane & 4) != 0;
     const uint32_t unit_first = 2 * (lane % 4) + (swap ? 1 : 0);
-    const uint32_t own_row0 = uint32_t(Traits::producer_row(warp, rank * kOwnRows));  // then + j
+    const uint32_t own_row0 = uint32_t(Traits::producer_row(warp, 0));  // then + j
     const uint32_t row_base0 = common::smem_u32(smem.kv[0]) + (lane / 4) * Traits::kKvChunkBytes +
                                own_row0 * Traits::kRowBytes;
-    // row & 7 = (own_row0 & 7) ^ j: own_row0 is a multiple of kOwnRows, which divides 8.
+    // row & 7 = (own_row0 & 7) ^ j: own_row0 is a multiple of kOwnRows = 8.
     const uint32_t unit_xor0 = (unit_first ^ (own_row0 & 7u)) << 4;
 
     // ---- register ring: own rows of blocks n .. n + kBlocksInFlight - 1 ----
@@ -278,7 +251,7 @@ struct Producer {
       load_rope(params, offsets, u, lane, rope[u]);
 #pragma unroll
       for (int j = 0; j < kOwnRows; ++j) {
-        load_token(params, __shfl_sync(kFullMask, offsets, u * kRows + rank * kOwnRows + j), lane,
+        load_token(params, __shfl_sync(kFullMask, offsets, u * kRows + j), lane,
                    codes[u * kOwnRows + j], scales[u * kOwnRows + j]);
       }
     }
@@ -295,11 +268,8 @@ struct Producer {
       // ---- lookahead: raw indices of n + 5, L2 prefetch of own rows of n + 3 ----
       cursor_advance(cfar, params, part);
       const int32_t next_pending = lane_block == kLookaheadBlocks - 1 ? load_index(params, cfar, lane_row) : -1;
-      const int own_lane = lane % kRows - rank * kOwnRows;
-      if (lane_block == kLookaheadBlocks - 1 && own_lane >= 0 && own_lane < kOwnRows) prefetch_l2(params, offsets);
+      if (lane_block == kLookaheadBlocks - 1) prefetch_l2(params, offsets);
 
-      // NOTE: acquire at CTA scope, as in CUTLASS's cluster pipelines; cluster
-      // scope adds an L1 invalidation per wait.
       common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
       if (lane < kRows) smem.token_valid[stage][lane_row] = offsets >= 0 ? 1 : 0;
       store_rope(common::smem_u32(smem.kv[stage]), warp, lane, rope[u]);
@@ -316,23 +286,18 @@ struct Producer {
         const int slot = u * kOwnRows + j;
         store_token(row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[slot],
                     scales[slot]);
-        load_token(params, __shfl_sync(kFullMask, offsets, kBlocksInFlight * kRows + rank * kOwnRows + j), lane,
+        load_token(params, __shfl_sync(kFullMask, offsets, kBlocksInFlight * kRows + j), lane,
                    codes[slot], scales[slot]);
       }
 
-      // ---- publish: Q copies landed, stores visible to WGMMA and the bulk copies ----
+      // ---- publish: Q copies landed, stores visible to WGMMA ----
       if (c0.first) common::cp_async_wait_all();
       common::fence_view_async_shared();
-      if (thread == 0 && kClusterSize > 1) {
-        common::mbarrier_arrive_expect_tx(&smem.kv_full[stage], Traits::kPeerBytesPerStage);
-      } else {
-        common::mbarrier_arrive(&smem.kv_full[stage]);
-      }
+      common::mbarrier_arrive(&smem.kv_full[stage]);
       if (c0.first) {
         common::mbarrier_arrive(&smem.q_full);
         ++item_counter;
       }
-      copy_to_cluster(smem, stage, warp, lane, rank);
 
       // ---- shift the lookahead by one block ----
       offsets = __shfl_down_sync(kFullMask, offsets, kRows);

@@ -1,5 +1,6 @@
 // CuTe layouts, WGMMA atoms and the shared-memory plan of the sm90 sparse FP8
-// decode kernel, per heads-per-CTA N in {8, 16, 32} and cluster size C.
+// decode kernel for h_q <= 32 (the narrow kernel), per heads-per-CTA N in
+// {8, 16, 32}.
 //
 // Shared memory (N = 32; smaller N shrink q and pt), ~186 KB:
 //   kv[2]  64 x 576 bf16   144 KB  dequantised K (V = columns [0, 512)), K-major,
@@ -38,12 +39,11 @@ struct PtAtom<8> {
   using type = cute::GMMA::Layout_MN_INTER_Atom<cutlass::bfloat16_t>;
 };
 
-template <int kHeads_, int kClusterSize_>
+template <int kHeads_>
 struct Traits {
   using Element = cutlass::bfloat16_t;
   static constexpr int kHeads = kHeads_;              // N: query heads of one CTA
-  static constexpr int kClusterSize = kClusterSize_;  // C: CTAs sharing each dequantised token
-  static_assert(kernel_supported(kHeads, kClusterSize), "(heads, cluster): (8, 1), (16, 1), (32, 1|2|4)");
+  static_assert(kernel_supported(kHeads), "heads per CTA: 8, 16 or 32");
   static constexpr int kNumChunks = HEAD_DIM_QK / kChunkCols;     // 9
   static constexpr int kRopeChunk = kHeadDimLatent / kChunkCols;  // 8
   static constexpr int kRowBytes = kChunkCols * int(sizeof(Element));  // 128
@@ -51,23 +51,14 @@ struct Traits {
   static constexpr int kStageBytes = kNumChunks * kKvChunkBytes;  // 72 KB
   static_assert(kRowBytes == 128, "one chunk row is one 128-byte swizzle row");
 
-  // ---- producer split across the cluster ------------------------------------------------------
-  // Cluster rank r dequantises the contiguous token rows [r kRankRows,
-  // (r + 1) kRankRows) of every stage, so one bulk copy per (peer, chunk)
-  // carries them. Producer warp w takes kOwnRows of them; its 8 rows (indices,
-  // validity, RoPE in every CTA) are its kOwnRows rows of each rank's range:
-  // warp row j -> token row producer_row(w, j).
-  static constexpr int kOwnRows = kRowsPerProducerWarp / kClusterSize;  // 8, 4, 2
-  static constexpr int kRankRows = BLOCK_N / kClusterSize;              // 64, 32, 16
-  static __host__ __device__ constexpr int producer_row(int warp, int j) {
-    return (j / kOwnRows) * kRankRows + warp * kOwnRows + j % kOwnRows;
-  }
-  static constexpr int kBlocksInFlight = kClusterSize == 1 ? 1 : 2;
-  static constexpr int kTokensInFlight = kOwnRows * kBlocksInFlight;  // per warp: 8, 8, 4
-  // Latent bytes of one stage that the other CTAs of the cluster write.
-  static constexpr uint32_t kPeerBytesPerStage =
-      uint32_t(BLOCK_N - BLOCK_N / kClusterSize) * kHeadDimLatent * sizeof(Element);
-  static constexpr int kKvEmptyArrivals = kWarpgroupThreads + kWarpsPerWarpgroup * (kClusterSize - 1);
+  // ---- producer rows -------------------------------------------------------------------------
+  // Producer warp w owns token rows [8 w, 8 w + 8) of every stage (indices,
+  // validity, codes, RoPE): warp row j -> token row producer_row(w, j).
+  static constexpr int kOwnRows = kRowsPerProducerWarp;  // 8
+  static __host__ __device__ constexpr int producer_row(int warp, int j) { return warp * kOwnRows + j; }
+  static constexpr int kBlocksInFlight = 1;  // blocks of own rows held in registers ahead of their stores
+  static constexpr int kTokensInFlight = kOwnRows * kBlocksInFlight;
+  static constexpr int kKvEmptyArrivals = kWarpgroupThreads;
 
   // ---- MMAs --------------------------------------------------------------------------------
   // S^T = K.Q^T: (64 tokens) x (N heads), reduction over 576; both K-major.
@@ -105,13 +96,12 @@ struct Traits {
     float red[kWarpsPerWarpgroup][kHeads];          // consumer per-warp column partials
     uint8_t token_valid[kNumStages][BLOCK_N];
     uint64_t kv_full[kNumStages];   // local producers + peers' DSMEM bytes
-    uint64_t kv_empty[kNumStages];  // consumers of every CTA of the cluster
+    uint64_t kv_empty[kNumStages];  // consumer threads
     uint64_t q_full;
     uint64_t q_empty;
   };
   // NOTE: no alignas on the members: every large buffer size is a multiple of
   // 1 KB, so a 1 KB aligned base aligns them all without padding the struct.
-  // The bulk copies between CTAs also rely on identical offsets in every CTA.
   static_assert(offsetof(SharedStorage, q) % 1024 == 0 && offsetof(SharedStorage, pt) % 1024 == 0,
                 "swizzled buffers must start on 1 KB boundaries");
   // The kernel aligns the dynamic smem base up to 1 KB (the base is 1 KB
