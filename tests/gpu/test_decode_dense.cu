@@ -53,9 +53,10 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
-// Runs one case; returns through gtest assertions.
-void run_case(const Case& c) {
-  SCOPED_TRACE(c.name);
+// Runs one case with `options`; returns through gtest assertions and, in
+// *cluster_split, the plan's cluster split.
+void run_case_with(const Case& c, const PlanOptions& options, int* cluster_split) {
+  SCOPED_TRACE(c.name + (options.cluster_split == 1 && c.options.cluster_split != 1 ? " (schedule path)" : ""));
   test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(c.config, c.seed);
   const DenseDecodeShape& shape = inputs.shape;
 
@@ -67,8 +68,9 @@ void run_case(const Case& c) {
 
   // ---- plan + host schedule ----
   DecodePlan plan;
-  const Status planned = plan_dense_decode(shape, device_info(), &plan, c.options);
+  const Status planned = plan_dense_decode(shape, device_info(), &plan, options);
   ASSERT_TRUE(planned.is_ok()) << planned.message();
+  *cluster_split = plan.cluster_split;
   ItemLengths lengths = plan.lengths;
   lengths.lengths = inputs.seqlens.data();
   HostSchedule schedule;
@@ -194,6 +196,19 @@ test::DenseDecodeConfig config(int batch, int s_q, int h_q, int h_kv, int page_s
 
 std::string dtype_tag(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp16"; }
 
+// Runs one case. When the automatic plan makes it a cluster split, the same
+// inputs also run through the split-KV schedule (cluster_split = 1), so both
+// paths of every short case are checked.
+void run_case(const Case& c) {
+  int cluster_split = 0;
+  run_case_with(c, c.options, &cluster_split);
+  const PlanOptions& o = c.options;
+  if (cluster_split > 1 && o.cluster_split == 0 && o.max_parts == 0 && o.min_parts == 0) {
+    int unused = 0;
+    run_case_with(c, PlanOptions{.cluster_split = 1}, &unused);
+  }
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   uint64_t seed = 100;
@@ -272,16 +287,6 @@ std::vector<Case> all_cases() {
     test::DenseDecodeConfig d = config(3, 1, 64, 2, 16, false, DType::kFP16, 512);
     d.stride_pad_bytes = 64;
     add("padded", d, PlanOptions{.min_parts = 6});
-  }
-  // The automatic plan runs most of the short cases above as cluster splits:
-  // run every one of them through the split-KV schedule as well.
-  const size_t num_listed = cases.size();
-  for (size_t i = 0; i < num_listed; ++i) {
-    const Case listed = cases[i];
-    const PlanOptions& o = listed.options;
-    if (o.max_parts == 0 && o.min_parts == 0 && o.cluster_split == 0) {
-      add(listed.name.substr(0, listed.name.find('_')), listed.config, PlanOptions{.cluster_split = 1});
-    }
   }
   // Forced cluster splits: pieces that are empty (short and zero lengths),
   // causal rows that see nothing, several query tiles and KV heads, padded
