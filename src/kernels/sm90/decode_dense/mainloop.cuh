@@ -33,16 +33,21 @@ struct ItemBlocks {
   int slot;         // partial slot (when partial)
 };
 
-__device__ __forceinline__ ItemBlocks item_blocks(const KernelParams& params, const PartWork& part,
-                                                  int item) {
+// `length`: the item's KV length (dense) or counted index positions (sparse).
+__device__ __forceinline__ ItemBlocks item_blocks_of_length(const PartWork& part, int item, int length) {
   ItemBlocks r;
-  r.length = min(max(__ldg(params.seqlens + item), 0), params.max_length);
+  r.length = length;
   const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
   r.begin_block = part_item_begin_block(part, item);
   r.end_block = item == part.end_item ? part.end_block : num_blocks;
   r.partial = part_item_is_partial(part, item);
   r.slot = r.partial ? part_item_slot(part, item) : 0;
   return r;
+}
+
+__device__ __forceinline__ ItemBlocks item_blocks(const KernelParams& params, const PartWork& part,
+                                                  int item) {
+  return item_blocks_of_length(part, item, min(max(__ldg(params.seqlens + item), 0), params.max_length));
 }
 
 // Valid (loaded, finite) tokens of block `block`: [0, 64) clipped to the length.

@@ -82,6 +82,18 @@ __device__ __forceinline__ void cursor_advance(BlockCursor& cursor, const Kernel
   }
 }
 
+// Index of token row `row` of the cursor's block, or -1 when the position is
+// not counted or the cursor is past the part.
+__device__ __forceinline__ int32_t block_row_index(const KernelParams& params, const BlockCursor& cursor,
+                                                   int row) {
+  if (!cursor.active()) return -1;
+  const int pos = cursor.block * BLOCK_N + row;
+  if (pos >= cursor.length) return -1;
+  const int b = cursor.item / params.s_q;
+  const int s = cursor.item - b * params.s_q;
+  return __ldg(params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
+}
+
 // ---- Q tile ------------------------------------------------------------------------------------
 // Q rows of heads [head0, head0 + kRows) of an item, cp.async into the
 // chunked 128B-swizzled layout (chunk c = 64 columns = kRows x 128 bytes),
@@ -119,17 +131,6 @@ struct Producer {
   static constexpr uint32_t kFullMask = 0xffffffffu;
   static_assert(kBlocksInFlight < kLookaheadBlocks - 1, "refills read offsets of block n + kBlocksInFlight");
 
-  // Index of token row `row` of the cursor's block, or -1 when the position
-  // is not counted or the cursor is past the part.
-  static __device__ __forceinline__ int32_t load_index(const KernelParams& params, const BlockCursor& cursor,
-                                                       int row) {
-    if (!cursor.active()) return -1;
-    const int pos = cursor.block * BLOCK_N + row;
-    if (pos >= cursor.length) return -1;
-    const int b = cursor.item / params.s_q;
-    const int s = cursor.item - b * params.s_q;
-    return __ldg(params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
-  }
 
   // Byte offset of a token in the cache, or -1 for any index outside it
   // (never dereferenced then).
@@ -226,12 +227,12 @@ struct Producer {
     int32_t index = -1;
 #pragma unroll
     for (int g = 0; g < kLookaheadBlocks; ++g) {
-      const int32_t i = load_index(params, cfar, lane_row);
+      const int32_t i = block_row_index(params, cfar, lane_row);
       if (lane_block == g) index = i;
       cursor_advance(cfar, params, part);
     }
     int64_t offsets = token_offset(params, index);
-    int32_t pending = lane_block == kLookaheadBlocks - 1 ? load_index(params, cfar, lane_row) : -1;  // block 4
+    int32_t pending = lane_block == kLookaheadBlocks - 1 ? block_row_index(params, cfar, lane_row) : -1;  // block 4
 
     // ---- this lane's store addresses (shared-window offsets) ----
     const bool swap = (lane & 4) != 0;
@@ -267,7 +268,7 @@ struct Producer {
 
       // ---- lookahead: raw indices of n + 5, L2 prefetch of own rows of n + 3 ----
       cursor_advance(cfar, params, part);
-      const int32_t next_pending = lane_block == kLookaheadBlocks - 1 ? load_index(params, cfar, lane_row) : -1;
+      const int32_t next_pending = lane_block == kLookaheadBlocks - 1 ? block_row_index(params, cfar, lane_row) : -1;
       if (lane_block == kLookaheadBlocks - 1) prefetch_l2(params, offsets);
 
       common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);

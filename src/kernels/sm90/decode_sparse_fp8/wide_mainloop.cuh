@@ -72,22 +72,10 @@ struct WideProducer {
   static constexpr int kRowsPerWarp = BLOCK_N / kWarpsPerWarpgroup;     // 16
   static constexpr uint32_t kFullMask = 0xffffffffu;
 
-  // Index of row `row` of the cursor's block, or -1 when the position is not
-  // counted or the cursor is past the part.
-  static __device__ __forceinline__ int32_t row_index(const KernelParams& params, const BlockCursor& cursor,
-                                                      int row) {
-    if (!cursor.active()) return -1;
-    const int pos = cursor.block * BLOCK_N + row;
-    if (pos >= cursor.length) return -1;
-    const int b = cursor.item / params.s_q;
-    const int s = cursor.item - b * params.s_q;
-    return __ldg(params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
-  }
-
   // This warp's gather rows of the cursor's block (lanes 0-15: row 16 w + lane).
   static __device__ __forceinline__ int32_t lane_row_index(const KernelParams& params, const BlockCursor& cursor,
                                                            int warp, int lane) {
-    return lane < kRowsPerWarp ? row_index(params, cursor, warp * kRowsPerWarp + lane) : -1;
+    return lane < kRowsPerWarp ? block_row_index(params, cursor, warp * kRowsPerWarp + lane) : -1;
   }
 
   // Copy this warp's 16 rows into the raw stage and arrive on raw_full when
@@ -297,14 +285,7 @@ struct WideProblem {
 
   static __device__ __forceinline__ decode_dense::ItemBlocks item_blocks(const Params& params, const PartWork& part,
                                                                          int item) {
-    decode_dense::ItemBlocks r;
-    r.length = item_length(params, item);
-    const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
-    r.begin_block = part_item_begin_block(part, item);
-    r.end_block = item == part.end_item ? part.end_block : num_blocks;
-    r.partial = part_item_is_partial(part, item);
-    r.slot = r.partial ? part_item_slot(part, item) : 0;
-    return r;
+    return decode_dense::item_blocks_of_length(part, item, item_length(params, item));
   }
 
   static __device__ __forceinline__ decode_dense::QueryRow query_row(const Params&, int q_group, int tile_row) {
