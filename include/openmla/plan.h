@@ -63,7 +63,7 @@ struct DecodePlan {
   int num_items = 0;          // batch (dense) or batch * s_q (sparse)
   int q_tokens_per_item = 1;  // s_q (dense) or 1 (sparse)
   int rows_per_item = 0;      // q_tokens_per_item * h_q: query rows one item produces
-  int num_q_groups = 0;       // CTAs per part: (query tiles) x (KV heads); sparse: one cluster
+  int num_q_groups = 0;       // CTAs per part: (query tiles) x (KV heads); sparse: 1, or h_q / 64 (wide kernel)
   int num_parts = 1;          // SM parts, always >= 1
   int num_slots = 0;          // partial slots = 2 * (num_parts - 1); 0 when nothing can split
   int d_v = kHeadDimV;
