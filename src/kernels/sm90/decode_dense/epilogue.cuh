@@ -1,5 +1,7 @@
-// Epilogue of the sm90 dense decode kernel: normalise one consumer's 64 x 256
-// O half and write it, plus the row LSE (softmax warpgroup only).
+// Epilogue of the consumer warpgroups (consumers.cuh: the dense decode kernel
+// and the sparse wide-head kernel): normalise one consumer's 64 x 256 O half
+// and write it, plus the row LSE (softmax warpgroup only). Where rows go is
+// the problem policy's (problem.cuh); the layouts below are the dense ones.
 //   final item:   out[b, s, head, :] in the input dtype, lse[b, head, s] (natural log;
 //                 +inf and O = 0 for a row that sees no key)
 //   split piece:  partial_o[slot, s * h_q + head, :] fp32, partial_lse[slot, row]
