@@ -123,7 +123,7 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
   constexpr const char* kEntry = "sparse_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode(kEntry, params));
   const SparseDecodeShape& shape = params.shape;
-  // Items are (request, query token) pairs; heads are split into 32-wide q-groups.
+  // Items are (request, query token) pairs; h_q >= 64 splits heads into 64-wide q-groups.
   const int q_groups = sparse_q_groups(shape.h_q);
   OPENMLA_RETURN_IF_ERROR(
       check_plan_matches(kEntry, plan, shape.batch * shape.s_q, shape.h_q, q_groups, shape.topk));

@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
 #pragma unroll
     for (int s = 0; s < kNumStages; ++s) {
       common::mbarrier_init(&smem.kv_full[s], kProducerThreads);
-      common::mbarrier_init(&smem.kv_empty[s], Traits::kKvEmptyArrivals);
+      common::mbarrier_init(&smem.kv_empty[s], kWarpgroupThreads);  // every consumer thread
     }
     common::mbarrier_init(&smem.q_full, kProducerThreads);
     common::mbarrier_init(&smem.q_empty, kWarpsPerWarpgroup);

@@ -12,9 +12,9 @@
 //   q_empty     (4 arrivals: the consumer warps, after the item's last S^T)
 // Producer lookahead, per warp: one register holds the cache offsets of its 8
 // rows for blocks n .. n + 3 (8 lanes a block), raw indices of n + 4 wait in
-// another; tokens of n + 3 are prefetched into L2; kBlocksInFlight blocks of
-// its own rows (codes and scales) and of its 8 rows' RoPE are loaded into
-// registers ahead of their stores.
+// another; tokens of n + 3 are prefetched into L2; the next block's codes,
+// scales and RoPE of its 8 rows are loaded into registers ahead of their
+// stores.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -122,14 +122,11 @@ template <class Traits>
 struct Producer {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kHeads = Traits::kHeads;
-  static constexpr int kOwnRows = Traits::kOwnRows;
-  static constexpr int kBlocksInFlight = Traits::kBlocksInFlight;
-  static constexpr int kRows = kRowsPerProducerWarp;          // 8 rows of every stage per warp
+  static constexpr int kRows = kRowsPerProducerWarp;          // 8 rows of every stage per warp: [8 w, 8 w + 8)
   static constexpr int kLookaheadBlocks = kWarpSize / kRows;  // 4 blocks of offsets in one register
   static constexpr int kRopeUnits = kHeadDimRope * 2 / 16;    // 8 16-byte pieces of RoPE
-  static constexpr int kQLoadRow = kOwnRows / 2;  // Q copies go out mid-block (the consumer frees Q late)
+  static constexpr int kQLoadRow = kRows / 2;  // Q copies go out mid-block (the consumer frees Q late)
   static constexpr uint32_t kFullMask = 0xffffffffu;
-  static_assert(kBlocksInFlight < kLookaheadBlocks - 1, "refills read offsets of block n + kBlocksInFlight");
 
 
   // Byte offset of a token in the cache, or -1 for any index outside it
@@ -178,7 +175,7 @@ struct Producer {
 
   // RoPE of the warp's 8 rows: 8 rows x 8 units of bf16, taken as they are.
   // Lane l holds unit l & 7 of rows l >> 3 and (l >> 3) + 4 (zeros for an
-  // invalid token); loaded kBlocksInFlight blocks ahead like the codes, so
+  // invalid token); loaded a block ahead like the codes, so
   // no copy latency sits between a stage's release and its refill.
   // offsets: lanes 8 g .. 8 g + 7 hold the rows of the block to load.
   static constexpr int kRopeUnitsPerLane = kRows * kRopeUnits / kWarpSize;  // 2
@@ -202,7 +199,7 @@ struct Producer {
 #pragma unroll
     for (int k = 0; k < kRopeUnitsPerLane; ++k) {
       const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
-      const uint32_t row = uint32_t(Traits::producer_row(warp, j));
+      const uint32_t row = uint32_t(warp * kRows + j);
       common::st_shared_v4(stage_addr + Traits::kRopeChunk * Traits::kKvChunkBytes + row * Traits::kRowBytes +
                        ((unit ^ (row & 7)) << 4),
                    rope[k]);
@@ -219,7 +216,7 @@ struct Producer {
     const int warp = thread / kWarpSize;
     const int lane = thread % kWarpSize;
     const int lane_block = lane / kRows;  // which lookahead block this lane's offset belongs to
-    const int lane_row = Traits::producer_row(warp, lane % kRows);
+    const int lane_row = warp * kRows + lane % kRows;
 
     // ---- lookahead state: offsets of blocks n .. n + 3, raw indices of n + 4 ----
     BlockCursor c0 = cursor_begin(params, part);
@@ -237,32 +234,24 @@ struct Producer {
     // ---- this lane's store addresses (shared-window offsets) ----
     const bool swap = (lane & 4) != 0;
     const uint32_t unit_first = 2 * (lane % 4) + (swap ? 1 : 0);
-    const uint32_t own_row0 = uint32_t(Traits::producer_row(warp, 0));  // then + j
+    const uint32_t own_row0 = uint32_t(warp * kRows);  // then + j
     const uint32_t row_base0 = common::smem_u32(smem.kv[0]) + (lane / 4) * Traits::kKvChunkBytes +
                                own_row0 * Traits::kRowBytes;
-    // row & 7 = (own_row0 & 7) ^ j: own_row0 is a multiple of kOwnRows = 8.
+    // row & 7 = (own_row0 & 7) ^ j: own_row0 is a multiple of 8.
     const uint32_t unit_xor0 = (unit_first ^ (own_row0 & 7u)) << 4;
 
-    // ---- register ring: own rows of blocks n .. n + kBlocksInFlight - 1 ----
-    uint4 codes[Traits::kTokensInFlight];
-    float scales[Traits::kTokensInFlight];
-    uint4 rope[kBlocksInFlight][kRopeUnitsPerLane];
+    // ---- registers: the warp's rows of the next block (codes, scales, RoPE) ----
+    uint4 codes[kRows];
+    float scales[kRows];
+    uint4 rope[kRopeUnitsPerLane];
+    load_rope(params, offsets, 0, lane, rope);
 #pragma unroll
-    for (int u = 0; u < kBlocksInFlight; ++u) {
-      load_rope(params, offsets, u, lane, rope[u]);
-#pragma unroll
-      for (int j = 0; j < kOwnRows; ++j) {
-        load_token(params, __shfl_sync(kFullMask, offsets, u * kRows + j), lane,
-                   codes[u * kOwnRows + j], scales[u * kOwnRows + j]);
-      }
-    }
+    for (int j = 0; j < kRows; ++j) load_token(params, __shfl_sync(kFullMask, offsets, j), lane, codes[j], scales[j]);
 
     int block_counter = 0;
     int item_counter = 0;
-    // One block; u = block_counter % kBlocksInFlight is a compile-time ring
-    // position, so the loop below is unrolled kBlocksInFlight times.
-    auto step = [&](auto ring_position) {
-      constexpr int u = decltype(ring_position)::value;
+    // One block; returns whether the part has another.
+    auto step = [&]() {
       const int stage = block_counter % kNumStages;
       const uint32_t phase = (block_counter / kNumStages) & 1;
 
@@ -273,22 +262,19 @@ struct Producer {
 
       common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
       if (lane < kRows) smem.token_valid[stage][lane_row] = offsets >= 0 ? 1 : 0;
-      store_rope(common::smem_u32(smem.kv[stage]), warp, lane, rope[u]);
-      load_rope(params, offsets, kBlocksInFlight, lane, rope[u]);
+      store_rope(common::smem_u32(smem.kv[stage]), warp, lane, rope);
+      load_rope(params, offsets, 1, lane, rope);
 
-      // ---- dequantise the warp's own rows; refill each ring slot as it frees ----
+      // ---- dequantise the warp's rows; refill each register slot as it frees ----
       const uint32_t row_base = row_base0 + uint32_t(stage) * Traits::kStageBytes;
 #pragma unroll
-      for (int j = 0; j < kOwnRows; ++j) {
+      for (int j = 0; j < kRows; ++j) {
         if (j == kQLoadRow && c0.first) {
           if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
           copy_q(params, c0.item, head0, smem, thread);
         }
-        const int slot = u * kOwnRows + j;
-        store_token(row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[slot],
-                    scales[slot]);
-        load_token(params, __shfl_sync(kFullMask, offsets, kBlocksInFlight * kRows + j), lane,
-                   codes[slot], scales[slot]);
+        store_token(row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[j], scales[j]);
+        load_token(params, __shfl_sync(kFullMask, offsets, kRows + j), lane, codes[j], scales[j]);
       }
 
       // ---- publish: Q copies landed, stores visible to WGMMA ----
@@ -308,12 +294,7 @@ struct Producer {
       ++block_counter;
       return c0.active();
     };
-    if constexpr (kBlocksInFlight == 1) {
-      while (c0.active() && step(cute::Int<0>{})) {
-      }
-    } else {
-      while (c0.active() && step(cute::Int<0>{}) && step(cute::Int<1>{})) {
-      }
+    while (c0.active() && step()) {
     }
   }
 };

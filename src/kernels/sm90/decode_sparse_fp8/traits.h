@@ -51,15 +51,6 @@ struct Traits {
   static constexpr int kStageBytes = kNumChunks * kKvChunkBytes;  // 72 KB
   static_assert(kRowBytes == 128, "one chunk row is one 128-byte swizzle row");
 
-  // ---- producer rows -------------------------------------------------------------------------
-  // Producer warp w owns token rows [8 w, 8 w + 8) of every stage (indices,
-  // validity, codes, RoPE): warp row j -> token row producer_row(w, j).
-  static constexpr int kOwnRows = kRowsPerProducerWarp;  // 8
-  static __host__ __device__ constexpr int producer_row(int warp, int j) { return warp * kOwnRows + j; }
-  static constexpr int kBlocksInFlight = 1;  // blocks of own rows held in registers ahead of their stores
-  static constexpr int kTokensInFlight = kOwnRows * kBlocksInFlight;
-  static constexpr int kKvEmptyArrivals = kWarpgroupThreads;
-
   // ---- MMAs --------------------------------------------------------------------------------
   // S^T = K.Q^T: (64 tokens) x (N heads), reduction over 576; both K-major.
   using TiledMmaQK = decltype(cute::make_tiled_mma(
