@@ -67,14 +67,19 @@ __device__ __forceinline__ __nv_bfloat162 single_step_factor(float scale) {
   return __float2bfloat162_rn(scale * kE4m3ToBf16Bias);
 }
 
+// Eight e4m3 codes (two words) -> four bf16x2 words of e4m3 * 2^-120.
+__device__ __forceinline__ void e4m3x8_to_bf16x8_biased(uint32_t codes_lo, uint32_t codes_hi, uint32_t (&w)[4]) {
+  e4m3x4_to_bf16x4_biased(codes_lo, w[0], w[1]);
+  e4m3x4_to_bf16x4_biased(codes_hi, w[2], w[3]);
+}
+
 // Eight e4m3 codes (two words) times a single-step factor -> eight bf16
 // values, one 16-byte unit (out.x = values 0-1, ...). Branch-free, so a loop
 // over units is one basic block the scheduler can overlap.
 __device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16_single_step(uint32_t codes_lo, uint32_t codes_hi,
                                                                     __nv_bfloat162 factor) {
   uint32_t w[4];
-  e4m3x4_to_bf16x4_biased(codes_lo, w[0], w[1]);
-  e4m3x4_to_bf16x4_biased(codes_hi, w[2], w[3]);
+  e4m3x8_to_bf16x8_biased(codes_lo, codes_hi, w);
 #pragma unroll
   for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(w[i], factor);
   return make_uint4(w[0], w[1], w[2], w[3]);
@@ -87,8 +92,7 @@ __device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16(uint32_t codes_lo, uint3
   }
   // NOTE: rare (values above 448 * 128); exact for scales up to 2^71.
   uint32_t w[4];
-  e4m3x4_to_bf16x4_biased(codes_lo, w[0], w[1]);
-  e4m3x4_to_bf16x4_biased(codes_hi, w[2], w[3]);
+  e4m3x8_to_bf16x8_biased(codes_lo, codes_hi, w);
   const __nv_bfloat162 first = __float2bfloat162_rn(kTwoStepFirst);
   const __nv_bfloat162 second = __float2bfloat162_rn(scale * kTwoStepSecond);
 #pragma unroll
