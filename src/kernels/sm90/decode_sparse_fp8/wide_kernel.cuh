@@ -12,12 +12,14 @@
 // Warp roles (384 threads, one CTA per SM):
 //   WG0 producer (setmaxnreg 40): looks up indices and gathers the 656-byte
 //       rows into the raw stage (cp.async, zero fill for invalid rows),
-//       dequantises raw -> bf16 stage (smem -> smem) and copies Q per item.
-//   WG1 / WG2 consumers (setmaxnreg 232): as in the dense kernel.
+//       dequantises scale groups 0-1 raw -> bf16 stage (smem -> smem) and
+//       copies Q per item.
+//   WG1 / WG2 consumers (setmaxnreg 232): as in the dense kernel; before
+//       each block WG2 dequantises groups 2-3 and WG1 copies the RoPE.
 // Shared memory: Q 72 KB + one bf16 stage 72 KB + P 8 KB + raw stage 41 KB
 // (WideTraits). Pipeline depth: one bf16 stage and one raw stage; the gather
-// of block n + 1 overlaps the consumers' work on block n, the dequantisation
-// (~0.3 us a block) does not (wide_mainloop.cuh).
+// of block n + 1 overlaps the consumers' work on block n, filling the bf16
+// stage (~0.7 us a block, all three warpgroups) does not (wide_mainloop.cuh).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
