@@ -79,6 +79,26 @@ __device__ __forceinline__ uint2 ld_shared_cluster_b32x2(uint32_t remote) {
   return v;
 }
 
+// One arrival on the mbarrier at `remote` (an address from
+// map_to_cluster_rank; may be this CTA's own). Release at CTA scope, as
+// CUTLASS's cluster pipelines use: the arriving warp's shared-memory reads
+// (WGMMA operands) have completed before it arrives.
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
+// 16-byte store into another CTA's shared memory that completes 16
+// transaction bytes on that CTA's mbarrier `remote_bar` (both addresses from
+// map_to_cluster_rank). The reader waits on the barrier; no proxy fence is
+// needed before WGMMA reads the data.
+//   https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-st-async
+__device__ __forceinline__ void st_async_v4(uint32_t remote, const uint4& v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   remote),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
+               : "memory");
+}
+
 // ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------
 __device__ __forceinline__ void named_barrier_sync(int id, int num_threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(num_threads) : "memory");

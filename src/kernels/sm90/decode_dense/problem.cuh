@@ -13,7 +13,11 @@
 //   ItemMask item_mask(...)              per-item masking state
 //   fill_stage(...)                      WG1 / WG2, before waiting for a stage:
 //                                        their share of filling it (if any)
+//   acquire_stage(smem, stage)           WG1 / WG2, right after the stage's
+//                                        kv_full wait
 //   prepare_stage(...)                   WG1, before S: fix up the stage
+//   release_stage(smem, stage)           lane 0 of each consumer warp, after its
+//                                        last read of the stage
 //   mask_scores(...)                     -inf for keys a row must not see
 //   row_norm(...)                        factor of the final O row
 //   out_row / lse_entry / partial_row    where a row's results go
@@ -101,6 +105,12 @@ struct DenseProblem {
       common::fence_view_async_shared();
       common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);
     }
+  }
+
+  // TMA writes the stage through the async proxy: nothing to order.
+  static __device__ __forceinline__ void acquire_stage(SharedStorage&, int) {}
+  static __device__ __forceinline__ void release_stage(SharedStorage& smem, int stage) {
+    common::mbarrier_arrive(&smem.kv_empty[stage]);
   }
 
   template <class TensorSRowCol>

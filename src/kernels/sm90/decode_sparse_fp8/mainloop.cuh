@@ -117,6 +117,68 @@ __device__ __forceinline__ void copy_q_tile(const KernelParams& params, int item
   }
 }
 
+// ---- one token row through a warp (shared by the narrow and crossover producers) ----------------
+// Byte offset of a token in the cache, or -1 for any index outside it (never
+// dereferenced then).
+__device__ __forceinline__ int64_t token_offset(const KernelParams& params, int32_t index) {
+  if (index < 0 || index >= params.num_tokens) return -1;
+  const uint32_t page = uint32_t(index) / uint32_t(params.page_size);  // unsigned: fewer instructions
+  const uint32_t slot = uint32_t(index) - page * uint32_t(params.page_size);
+  return int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes;
+}
+
+// Lane l: 16 latent codes (dims 16 l .. 16 l + 15) and the scale of its
+// 128-value group; zeros (scale 0) for an invalid token, so the
+// dequantisation needs no branch.
+__device__ __forceinline__ void load_token(const KernelParams& params, int64_t offset, int lane, uint4& codes,
+                                           float& scale) {
+  codes = make_uint4(0u, 0u, 0u, 0u);
+  scale = 0.0f;
+  if (offset >= 0) {
+    const uint8_t* token = params.kv_cache + offset;  // [656]
+    codes = __ldg(reinterpret_cast<const uint4*>(token) + lane);
+    scale = __ldg(reinterpret_cast<const float*>(token + kSparseFp8ScaleOffset) +
+                  lane / (kSparseFp8ValuesPerScale / 16));
+  }
+}
+
+// Stores of a stage filler that only this CTA reads.
+struct LocalStageWriter {
+  __device__ __forceinline__ void store(uint32_t dst, const uint4& v) const { common::st_shared_v4(dst, v); }
+};
+
+// Lane l's 16 bf16 values of one token row: two 16-byte units of chunk
+// l / 4. The 128B swizzle puts unit u of row r at u ^ (r & 7).
+// NOTE: lanes with (l & 4) store their second unit first, so the 8 lanes of
+// each quarter-warp phase hit 8 distinct 16-byte bank groups; the words are
+// swapped before the dequantisation (4 selects instead of 8 after it).
+// unit_xor: (first unit ^ (row & 7)) << 4 of this lane and row.
+template <class Writer>
+__device__ __forceinline__ void store_token(const Writer& writer, uint32_t row_addr, uint32_t unit_xor, bool swap,
+                                            const uint4& codes, float scale) {
+  const uint32_t first_lo = swap ? codes.z : codes.x;
+  const uint32_t first_hi = swap ? codes.w : codes.y;
+  const uint32_t second_lo = swap ? codes.x : codes.z;
+  const uint32_t second_hi = swap ? codes.y : codes.w;
+  uint4 first, second;
+#ifdef OPENMLA_EXP_NO_DEQUANT
+  first = make_uint4(first_lo, first_hi, __float_as_uint(scale), 0u);
+  second = make_uint4(second_lo, second_hi, 0u, 0u);
+  if (false) {
+#else
+  if (scale <= common::kMaxSingleStepScale) {
+#endif  // one test and one factor for both units
+    const __nv_bfloat162 factor = common::single_step_factor(scale);
+    first = common::dequant_e4m3x8_to_bf16_single_step(first_lo, first_hi, factor);
+    second = common::dequant_e4m3x8_to_bf16_single_step(second_lo, second_hi, factor);
+  } else {
+    first = common::dequant_e4m3x8_to_bf16(first_lo, first_hi, scale);
+    second = common::dequant_e4m3x8_to_bf16(second_lo, second_hi, scale);
+  }
+  writer.store(row_addr + unit_xor, first);
+  writer.store(row_addr + (unit_xor ^ 16u), second);
+}
+
 // ---- producer ----------------------------------------------------------------------------------
 template <class Traits>
 struct Producer {
@@ -129,48 +191,8 @@ struct Producer {
   static constexpr uint32_t kFullMask = 0xffffffffu;
 
 
-  // Byte offset of a token in the cache, or -1 for any index outside it
-  // (never dereferenced then).
-  static __device__ __forceinline__ int64_t token_offset(const KernelParams& params, int32_t index) {
-    if (index < 0 || index >= params.num_tokens) return -1;
-    const int page = index / params.page_size;
-    const int slot = index - page * params.page_size;
-    return int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes;
-  }
-
   static __device__ __forceinline__ void prefetch_l2(const KernelParams& params, int64_t offset) {
     if (offset >= 0) common::prefetch_l2_bulk(params.kv_cache + offset, kSparseFp8TokenBytes);
-  }
-
-  // Lane l: 16 latent codes (dims 16 l .. 16 l + 15) and the scale of its
-  // 128-value group; zeros (scale 0) for an invalid token, so the
-  // dequantisation needs no branch.
-  static __device__ __forceinline__ void load_token(const KernelParams& params, int64_t offset, int lane,
-                                                    uint4& codes, float& scale) {
-    codes = make_uint4(0u, 0u, 0u, 0u);
-    scale = 0.0f;
-    if (offset >= 0) {
-      const uint8_t* token = params.kv_cache + offset;  // [656]
-      codes = __ldg(reinterpret_cast<const uint4*>(token) + lane);
-      scale = __ldg(reinterpret_cast<const float*>(token + kSparseFp8ScaleOffset) +
-                    lane / (kSparseFp8ValuesPerScale / 16));
-    }
-  }
-
-  // Lane l's 16 bf16 values of one token row: two 16-byte units of chunk
-  // l / 4. The 128B swizzle puts unit u of row r at u ^ (r & 7).
-  // NOTE: lanes with (l & 4) store their second unit first, so the 8 lanes of
-  // each quarter-warp phase hit 8 distinct 16-byte bank groups; the words are
-  // swapped before the dequantisation (4 selects instead of 8 after it).
-  // unit_xor: (first unit ^ (row & 7)) << 4 of this lane and row.
-  static __device__ __forceinline__ void store_token(uint32_t row_addr, uint32_t unit_xor, bool swap,
-                                                     const uint4& codes, float scale) {
-    const uint32_t first_lo = swap ? codes.z : codes.x;
-    const uint32_t first_hi = swap ? codes.w : codes.y;
-    const uint32_t second_lo = swap ? codes.x : codes.z;
-    const uint32_t second_hi = swap ? codes.y : codes.w;
-    common::st_shared_v4(row_addr + unit_xor, common::dequant_e4m3x8_to_bf16(first_lo, first_hi, scale));
-    common::st_shared_v4(row_addr + (unit_xor ^ 16u), common::dequant_e4m3x8_to_bf16(second_lo, second_hi, scale));
   }
 
   // RoPE of the warp's 8 rows: 8 rows x 8 units of bf16, taken as they are.
@@ -273,7 +295,8 @@ struct Producer {
           if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
           copy_q(params, c0.item, head0, smem, thread);
         }
-        store_token(row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[j], scales[j]);
+        store_token(LocalStageWriter{}, row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[j],
+                    scales[j]);
         load_token(params, __shfl_sync(kFullMask, offsets, kRows + j), lane, codes[j], scales[j]);
       }
 

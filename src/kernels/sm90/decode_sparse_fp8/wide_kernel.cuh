@@ -9,17 +9,19 @@
 // as two independent CTAs per part, each dequantising every row it uses (the
 // second gather of a row mostly hits L2).
 //
-// Warp roles (384 threads, one CTA per SM):
-//   WG0 producer (setmaxnreg 40): looks up indices and gathers the 656-byte
-//       rows into the raw stage (cp.async, zero fill for invalid rows),
-//       dequantises scale groups 0-1 raw -> bf16 stage (smem -> smem) and
-//       copies Q per item.
-//   WG1 / WG2 consumers (setmaxnreg 232): as in the dense kernel; before
-//       each block WG2 dequantises groups 2-3 and WG1 copies the RoPE.
-// Shared memory: Q 72 KB + one bf16 stage 72 KB + P 8 KB + raw stage 41 KB
-// (WideTraits). Pipeline depth: one bf16 stage and one raw stage; the gather
-// of block n + 1 overlaps the consumers' work on block n, filling the bf16
-// stage (~0.7 us a block, all three warpgroups) does not (wide_mainloop.cuh).
+// Warp roles (384 threads, one CTA per SM), two producer designs:
+//   WideProducer (h_q = 64): WG0 (setmaxnreg 40) looks up indices, gathers
+//       the 656-byte rows into a raw stage (cp.async, zero fill for invalid
+//       rows), dequantises scale groups 0-1 raw -> the one bf16 stage and
+//       copies Q per item; before each block WG2 dequantises groups 2-3 and
+//       WG1 copies the RoPE. Shared memory: Q 72 KB + one bf16 stage 72 KB +
+//       P 8 KB + raw stage 41 KB; the gather overlaps the consumers, the
+//       fill (~0.7 us a block) does not (wide_mainloop.cuh).
+//   CrossoverProducer (h_q = 128): the part's two CTAs are a cluster; WG0
+//       (setmaxnreg 88) of CTA r loads rows [32 r, 32 r + 32) of every block
+//       into registers a block ahead and dequantises them into both CTAs'
+//       stages; two bf16 stages, no raw stage (crossover_producer.cuh).
+//   WG1 / WG2 consumers: the dense kernel's (setmaxnreg 232 or 208).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -30,15 +32,20 @@
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/sm90/decode_dense/consumers.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
+#include "kernels/sm90/decode_sparse_fp8/crossover_producer.cuh"
 #include "kernels/sm90/decode_sparse_fp8/wide_mainloop.cuh"
 
 namespace openmla::kernels::decode_sparse_fp8 {
 
-template <class Traits>
+template <class Traits, class Producer>
 __global__ void __launch_bounds__(decode_dense::kNumThreads, 1)
     decode_sparse_fp8_wide_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
-  using Problem = WideProblem<Traits>;
+  using Problem = WideProblem<Traits, Producer>;
+  constexpr int kClusterCtas = Producer::kClusterCtas;
+  // setmaxnreg: what the producer gives back goes to the two consumers.
+  constexpr int kConsumerRegs = (kNumWarpgroups * kEntryRegs - Producer::kRegs) / 2;
+  static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg takes multiples of 8 up to 256");
   extern __shared__ uint8_t smem_raw[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + Traits::kSmemAlignSlack - 1) &
@@ -50,32 +57,44 @@ __global__ void __launch_bounds__(decode_dense::kNumThreads, 1)
   const int thread = threadIdx.x % kWarpgroupThreads;
 
   if (threadIdx.x == 0) {
-    common::mbarrier_init(&smem.kv_full[0], kWideFillThreads);
-    common::mbarrier_init(&smem.kv_empty[0], 2 * kWarpsPerWarpgroup);
+    for (int s = 0; s < Traits::kNumStages; ++s) {
+      common::mbarrier_init(&smem.kv_full[s], Producer::kFullArrivals);
+      // With crossover both CTAs' consumer warps release a stage (WideProblem::release_stage).
+      common::mbarrier_init(&smem.kv_empty[s], 2 * kWarpsPerWarpgroup * kClusterCtas);
+    }
     common::mbarrier_init(&smem.q_full, kWarpgroupThreads);
     common::mbarrier_init(&smem.q_empty, kWarpsPerWarpgroup);
     common::mbarrier_init(&smem.p_full, kWarpgroupThreads);
     common::mbarrier_init(&smem.p_empty, kWarpgroupThreads);
-    common::mbarrier_init(&smem.extra.raw_full, kWarpgroupThreads);
+    Producer::init_barriers(smem);
     common::mbarrier_init_fence();
   }
   // The schedule comes from the previous grid (launched as its dependent).
   common::wait_for_previous_grid();
   common::allow_next_grid();
   const PartWork part = params.parts[blockIdx.y];
-  if (part.flags & kPartEmpty) return;  // uniform over the CTA
-  __syncthreads();
-
-  if (warpgroup == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<decode_dense::kProducerRegs>();
-    WideProducer<Traits>::run(params, part, smem, q_group, thread);
+  if (part.flags & kPartEmpty) return;  // uniform over the CTA (and the cluster: one part)
+  // With crossover the peer's barriers are initialised before anything arrives on them.
+  if constexpr (kClusterCtas > 1) {
+    cute::cluster_sync();
   } else {
-    cutlass::arch::warpgroup_reg_alloc<decode_dense::kConsumerRegs>();
+    __syncthreads();
+  }
+
+  // NOTE: each role branch runs its own closing cluster barrier: code after
+  // the branches join would be compiled for the producer's registers.
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Producer::kRegs>();
+    Producer::run(params, part, smem, q_group, thread);
+    if constexpr (kClusterCtas > 1) cute::cluster_sync();  // the peer's last arrivals and stores target us
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
     if (warpgroup == 1) {
       decode_dense::run_softmax_warpgroup<Traits, Problem>(params, part, smem, q_group, thread);
     } else {
       decode_dense::run_pv_warpgroup<Traits, Problem>(params, part, smem, q_group, thread);
     }
+    if constexpr (kClusterCtas > 1) cute::cluster_sync();
   }
 }
 

@@ -68,6 +68,11 @@ template <class Traits>
 struct WideProducer {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kClusterCtas = 1;
+  static constexpr int kRegs = decode_dense::kProducerRegs;  // setmaxnreg of this warpgroup (40)
+  static constexpr bool kConsumersHelpFill = true;
+  static constexpr int kFullArrivals = kWideFillThreads;  // every filler arrives on kv_full
+  static constexpr bool kFencesStores = true;             // each filler fences before its kv_full arrival
   static constexpr int kRopeUnitsPerThread = kHeadDimRope * 2 / 16 / 2;  // 4
   static constexpr int kRowsPerWarp = BLOCK_N / kWarpsPerWarpgroup;     // 16
   static constexpr uint32_t kFullMask = 0xffffffffu;
@@ -199,6 +204,15 @@ struct WideProducer {
     }
   }
 
+  static __device__ __forceinline__ void init_barriers(SharedStorage& smem) {
+    common::mbarrier_init(&smem.extra.raw_full, kWarpgroupThreads);
+  }
+
+  // The consumers' column mask of the stage (bit r: row r is a real token).
+  static __device__ __forceinline__ uint64_t stage_valid_bits(const SharedStorage& smem, int) {
+    return *reinterpret_cast<const uint64_t*>(smem.extra.stage_valid);
+  }
+
   // The consumers' share of filling the stage with block `block_counter`
   // (WideProblem::fill_stage): WG2 dequantises scale groups 2 and 3 (stage
   // chunks 4-7, which only its own P.V reads), WG1 copies the RoPE (chunk 8,
@@ -274,8 +288,10 @@ struct WideProducer {
 
 // ---- problem policy for the dense consumers ---------------------------------------------------
 // Item = (request, query token); tile row r = head 64 q_group + r; every
-// 64-position block's invalid columns come from stage_valid.
-template <class Traits>
+// 64-position block's invalid columns come from the producer's validity bits.
+// Producer: WideProducer (one raw stage, the consumers help fill) or
+// CrossoverProducer (h_q = 128: two bf16 stages shared by a CTA pair).
+template <class Traits, class Producer>
 struct WideProblem {
   using Params = KernelParams;
   using Element = typename Traits::Element;
@@ -299,7 +315,22 @@ struct WideProblem {
   }
   static __device__ __forceinline__ void fill_stage(SharedStorage& smem, int block_counter, int warpgroup,
                                                     int thread) {
-    WideProducer<Traits>::help_fill(smem, block_counter, warpgroup, thread);
+    if constexpr (Producer::kConsumersHelpFill) Producer::help_fill(smem, block_counter, warpgroup, thread);
+  }
+  // The crossover producer does not fence its generic-proxy stores (a fence
+  // there would also wait for its loads of the next block in flight); each
+  // consumer thread orders them before its WGMMAs once it has acquired them.
+  static __device__ __forceinline__ void acquire_stage(SharedStorage&, int) {
+    if constexpr (!Producer::kFencesStores) common::fence_view_async_shared();
+  }
+  // With crossover the peer writes this CTA's stage rows and ours the
+  // peer's, so each stage is released to both producers.
+  static __device__ __forceinline__ void release_stage(SharedStorage& smem, int stage) {
+    common::mbarrier_arrive(&smem.kv_empty[stage]);
+    if constexpr (Producer::kClusterCtas > 1) {
+      const uint32_t peer = cute::block_rank_in_cluster() ^ 1u;
+      common::mbarrier_arrive_cluster(common::map_to_cluster_rank(&smem.kv_empty[stage], peer));
+    }
   }
   // Invalid rows were written as zeros by the producer: nothing to fix.
   static __device__ __forceinline__ void prepare_stage(const ItemMask&, SharedStorage&, int, Element*, int, int) {}
@@ -307,10 +338,10 @@ struct WideProblem {
   // Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
   // (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
   template <class TensorSRowCol>
-  static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int,
+  static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int stage,
                                                      TensorSRowCol& tSrS_rc, int lane, int) {
     using namespace cute;
-    const uint64_t valid = *reinterpret_cast<const uint64_t*>(smem.extra.stage_valid);
+    const uint64_t valid = Producer::stage_valid_bits(smem, stage);
     if (valid == ~uint64_t(0)) return;
     const uint64_t bits = valid >> (2 * (lane % 4));
 #pragma unroll

@@ -4,8 +4,15 @@
 
 namespace openmla::kernels::decode_sparse_fp8 {
 
+// h_q = 128 (grid.x = 2 q-groups) runs the pair as a crossover cluster.
 Status launch_wide_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
-  return common::launch_dependent("decode_sparse_fp8_wide", &decode_sparse_fp8_wide_kernel<WideTraits>, grid,
+  if (grid.x == 2) {
+    return common::launch_dependent(
+        "decode_sparse_fp8_crossover", &decode_sparse_fp8_wide_kernel<CrossoverTraits, CrossoverProducer<CrossoverTraits>>,
+        grid, dim3(decode_dense::kNumThreads), CrossoverTraits::kSmemBytes, stream, /*cluster_x=*/2, params);
+  }
+  return common::launch_dependent("decode_sparse_fp8_wide",
+                                  &decode_sparse_fp8_wide_kernel<WideTraits, WideProducer<WideTraits>>, grid,
                                   dim3(decode_dense::kNumThreads), WideTraits::kSmemBytes, stream,
                                   /*cluster_x=*/1, params);
 }
