@@ -173,7 +173,7 @@ struct CrossoverProducer {
 #endif
       }
 
-      // ---- the warp's rows -> the peer (one bulk copy a chunk) ----
+      // ---- the warp's rows -> the peer (one 1 KB bulk copy a chunk) ----
       common::fence_view_async_shared();  // generic-proxy stores -> bulk copies and WGMMA operands
       __syncwarp();
 #ifdef OPENMLA_EXP_NO_PEER

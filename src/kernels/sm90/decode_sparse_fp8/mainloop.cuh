@@ -122,8 +122,15 @@ __device__ __forceinline__ void copy_q_tile(const KernelParams& params, int item
 // dereferenced then).
 __device__ __forceinline__ int64_t token_offset(const KernelParams& params, int32_t index) {
   if (index < 0 || index >= params.num_tokens) return -1;
-  const uint32_t page = uint32_t(index) / uint32_t(params.page_size);  // unsigned: fewer instructions
-  const uint32_t slot = uint32_t(index) - page * uint32_t(params.page_size);
+  const uint32_t page_size = uint32_t(params.page_size);
+  uint32_t page, slot;
+  if ((page_size & (page_size - 1)) == 0) {  // the usual page sizes: a shift, not a division
+    page = uint32_t(index) >> (__ffs(int(page_size)) - 1);
+    slot = uint32_t(index) & (page_size - 1);
+  } else {
+    page = uint32_t(index) / page_size;
+    slot = uint32_t(index) - page * page_size;
+  }
   return int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes;
 }
 
