@@ -100,7 +100,9 @@ struct CrossoverProducer {
 
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
                              int thread) {
-    const int warp = thread / kWarpSize;
+    // Warp-uniform (a shuffle from lane 0), so the bulk copies' operands
+    // stay in uniform registers: no per-copy loop over the lanes' values.
+    const int warp = __shfl_sync(kFullMask, thread / kWarpSize, 0);
     const int lane = thread % kWarpSize;
     const int rank = int(cute::block_rank_in_cluster());
     const uint32_t peer = uint32_t(rank ^ 1);
@@ -112,10 +114,12 @@ struct CrossoverProducer {
     };
 
     // This warp's rows of chunk 0 of stage 0, here and in the peer (then + stage, + chunk).
-    const uint32_t own_rows = common::smem_u32(smem.kv[0]) + uint32_t(own_row0) * Traits::kRowBytes;
-    const uint32_t peer_rows = common::map_to_cluster_rank(smem.kv[0], peer) + uint32_t(own_row0) * Traits::kRowBytes;
-    const uint32_t peer_kv_full0 = common::map_to_cluster_rank(&smem.kv_full[0], peer);
-    const uint32_t peer_kv_full1 = common::map_to_cluster_rank(&smem.kv_full[1], peer);
+    const uint32_t own_rows =
+        __shfl_sync(kFullMask, common::smem_u32(smem.kv[0]) + uint32_t(own_row0) * Traits::kRowBytes, 0);
+    const uint32_t peer_rows = __shfl_sync(
+        kFullMask, common::map_to_cluster_rank(smem.kv[0], peer) + uint32_t(own_row0) * Traits::kRowBytes, 0);
+    const uint32_t peer_kv_full0 = __shfl_sync(kFullMask, common::map_to_cluster_rank(&smem.kv_full[0], peer), 0);
+    const uint32_t peer_kv_full1 = __shfl_sync(kFullMask, common::map_to_cluster_rank(&smem.kv_full[1], peer), 0);
 
     // ---- this lane's store addresses (narrow producer's layout, rows own_row0 + j) ----
     const bool swap = (lane & 4) != 0;
