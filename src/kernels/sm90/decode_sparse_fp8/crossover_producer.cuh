@@ -51,7 +51,7 @@ template <class Traits>
 struct CrossoverProducer {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kClusterCtas = 2;
-  static constexpr int kRegs = 88;  // setmaxnreg: 32 of codes, 8 of RoPE, 8 scales, addresses
+  static constexpr int kRegs = 120;  // setmaxnreg (consumers 192): 32 of codes, 8 of RoPE, 8 scales, addresses
   static constexpr bool kConsumersHelpFill = false;
   static constexpr int kFullArrivals = kWarpgroupThreads;
   static constexpr bool kFencesStores = true;  // for the bulk copies and the local WGMMAs alike
