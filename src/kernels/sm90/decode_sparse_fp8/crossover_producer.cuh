@@ -165,6 +165,10 @@ struct CrossoverProducer {
       store_rope(stage_addr, own_row0, lane, rope);
       load_rope(params, offsets, lane, rope);
       const uint32_t row_base = row_base0 + uint32_t(stage) * kStageBytes;
+      // The rows' offsets up front (one shuffle wait, not one per row): +0.6% at 120 registers, -1% at 88.
+      int64_t row_offset[kRows];
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) row_offset[j] = __shfl_sync(kFullMask, offsets, j);
 #pragma unroll
       for (int j = 0; j < kRows; ++j) {
         store_token(LocalStageWriter{}, row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[j],
@@ -173,7 +177,7 @@ struct CrossoverProducer {
         codes[j] = make_uint4(lane, j, 3u, 5u);
         scales[j] = 1.0f;
 #else
-        load_token(params, __shfl_sync(kFullMask, offsets, j), lane, codes[j], scales[j]);
+        load_token(params, row_offset[j], lane, codes[j], scales[j]);
 #endif
       }
 
