@@ -93,7 +93,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
       Element* stage_base = smem.kv[stage];
       Problem::fill_stage(smem, block_counter, /*warpgroup=*/1, thread);
       common::mbarrier_wait(&smem.kv_full[stage], phase);
-      Problem::acquire_stage(smem, stage);
+
       Problem::prepare_stage(mask, smem, stage, stage_base, block, thread);
 
       // ---- S = Q.K^T, then hand Q back once the item's last product is done ----
@@ -201,7 +201,6 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
       const bool last = block == blocks.end_block - 1;
       Problem::fill_stage(smem, block_counter, /*warpgroup=*/2, thread);
       common::mbarrier_wait(&smem.kv_full[stage], phase);
-      Problem::acquire_stage(smem, stage);
       common::mbarrier_wait(&smem.p_full, block_counter & 1);
 
       float row_scale[2];

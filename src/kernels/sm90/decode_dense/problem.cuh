@@ -13,8 +13,6 @@
 //   ItemMask item_mask(...)              per-item masking state
 //   fill_stage(...)                      WG1 / WG2, before waiting for a stage:
 //                                        their share of filling it (if any)
-//   acquire_stage(smem, stage)           WG1 / WG2, right after the stage's
-//                                        kv_full wait
 //   prepare_stage(...)                   WG1, before S: fix up the stage
 //   release_stage(smem, stage)           lane 0 of each consumer warp, after its
 //                                        last read of the stage
@@ -107,8 +105,6 @@ struct DenseProblem {
     }
   }
 
-  // TMA writes the stage through the async proxy: nothing to order.
-  static __device__ __forceinline__ void acquire_stage(SharedStorage&, int) {}
   static __device__ __forceinline__ void release_stage(SharedStorage& smem, int stage) {
     common::mbarrier_arrive(&smem.kv_empty[stage]);
   }

@@ -18,7 +18,9 @@
 // raw-stage design, fill between P.V and S) crossover ran at 241 against 343
 // without it: the 36 KB a block each CTA sends its peer sat on the critical
 // path. Two stages with 16-byte st.async to the peer: 328 (timing-only
-// without the peer stores 379: the st.async stream held up the producer).
+// without the peer stores 379: the st.async stream held up the producer);
+// bulk copies instead: 369; then the shift for power-of-two page sizes,
+// warp-uniform copy operands, 120 registers: ~385 (docs/kernels/decode_sparse_fp8.md).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -54,7 +56,6 @@ struct CrossoverProducer {
   static constexpr int kRegs = 120;  // setmaxnreg (consumers 192): 32 of codes, 8 of RoPE, 8 scales, addresses
   static constexpr bool kConsumersHelpFill = false;
   static constexpr int kFullArrivals = kWarpgroupThreads;
-  static constexpr bool kFencesStores = true;  // for the bulk copies and the local WGMMAs alike
   static constexpr int kRowsPerCta = BLOCK_N / kClusterCtas;                // 32
   static constexpr int kRows = kRowsPerCta / kWarpsPerWarpgroup;            // 8 rows a warp
   static constexpr int kRopeUnits = kHeadDimRope * 2 / 16;                  // 8 units of 16 B a row
@@ -173,22 +174,13 @@ struct CrossoverProducer {
       for (int j = 0; j < kRows; ++j) {
         store_token(LocalStageWriter{}, row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[j],
                     scales[j]);
-#ifdef OPENMLA_EXP_NO_LOAD
-        codes[j] = make_uint4(lane, j, 3u, 5u);
-        scales[j] = 1.0f;
-#else
         load_token(params, row_offset[j], lane, codes[j], scales[j]);
-#endif
       }
 
       // ---- the warp's rows -> the peer (one 1 KB bulk copy a chunk) ----
       common::fence_view_async_shared();  // generic-proxy stores -> bulk copies and WGMMA operands
       __syncwarp();
-#ifdef OPENMLA_EXP_NO_PEER
-      if (false) {
-#else
       if (lane == 0) {
-#endif
         const uint32_t peer_kv_full = stage == 0 ? peer_kv_full0 : peer_kv_full1;
         const uint32_t stage_offset = uint32_t(stage) * kStageBytes;
 #pragma unroll
@@ -204,11 +196,7 @@ struct CrossoverProducer {
         common::cp_async_wait_all();
         common::fence_view_async_shared();
       }
-#ifdef OPENMLA_EXP_NO_PEER
-      if (false) {
-#else
       if (thread == 0) {
-#endif
         common::mbarrier_arrive_expect_tx(&smem.kv_full[stage], kPeerBytes);
       } else {
         common::mbarrier_arrive(&smem.kv_full[stage]);

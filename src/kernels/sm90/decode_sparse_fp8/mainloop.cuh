@@ -168,13 +168,7 @@ __device__ __forceinline__ void store_token(const Writer& writer, uint32_t row_a
   const uint32_t second_lo = swap ? codes.x : codes.z;
   const uint32_t second_hi = swap ? codes.y : codes.w;
   uint4 first, second;
-#ifdef OPENMLA_EXP_NO_DEQUANT
-  first = make_uint4(first_lo, first_hi, __float_as_uint(scale), 0u);
-  second = make_uint4(second_lo, second_hi, 0u, 0u);
-  if (false) {
-#else
-  if (scale <= common::kMaxSingleStepScale) {
-#endif  // one test and one factor for both units
+  if (scale <= common::kMaxSingleStepScale) {  // one test and one factor for both units
     const __nv_bfloat162 factor = common::single_step_factor(scale);
     first = common::dequant_e4m3x8_to_bf16_single_step(first_lo, first_hi, factor);
     second = common::dequant_e4m3x8_to_bf16_single_step(second_lo, second_hi, factor);

@@ -18,10 +18,10 @@
 //       P 8 KB + raw stage 41 KB; the gather overlaps the consumers, the
 //       fill (~0.7 us a block) does not (wide_mainloop.cuh).
 //   CrossoverProducer (h_q = 128): the part's two CTAs are a cluster; WG0
-//       (setmaxnreg 88) of CTA r loads rows [32 r, 32 r + 32) of every block
+//       (setmaxnreg 120) of CTA r loads rows [32 r, 32 r + 32) of every block
 //       into registers a block ahead and dequantises them into both CTAs'
 //       stages; two bf16 stages, no raw stage (crossover_producer.cuh).
-//   WG1 / WG2 consumers: the dense kernel's (setmaxnreg 232 or 208).
+//   WG1 / WG2 consumers: the dense kernel's (setmaxnreg 232 or 192).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>

@@ -72,7 +72,6 @@ struct WideProducer {
   static constexpr int kRegs = decode_dense::kProducerRegs;  // setmaxnreg of this warpgroup (40)
   static constexpr bool kConsumersHelpFill = true;
   static constexpr int kFullArrivals = kWideFillThreads;  // every filler arrives on kv_full
-  static constexpr bool kFencesStores = true;             // each filler fences before its kv_full arrival
   static constexpr int kRopeUnitsPerThread = kHeadDimRope * 2 / 16 / 2;  // 4
   static constexpr int kRowsPerWarp = BLOCK_N / kWarpsPerWarpgroup;     // 16
   static constexpr uint32_t kFullMask = 0xffffffffu;
@@ -316,12 +315,6 @@ struct WideProblem {
   static __device__ __forceinline__ void fill_stage(SharedStorage& smem, int block_counter, int warpgroup,
                                                     int thread) {
     if constexpr (Producer::kConsumersHelpFill) Producer::help_fill(smem, block_counter, warpgroup, thread);
-  }
-  // The crossover producer does not fence its generic-proxy stores (a fence
-  // there would also wait for its loads of the next block in flight); each
-  // consumer thread orders them before its WGMMAs once it has acquired them.
-  static __device__ __forceinline__ void acquire_stage(SharedStorage&, int) {
-    if constexpr (!Producer::kFencesStores) common::fence_view_async_shared();
   }
   // With crossover the peer writes this CTA's stage rows and ours the
   // peer's, so each stage is released to both producers.
