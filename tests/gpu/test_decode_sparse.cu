@@ -183,6 +183,15 @@ std::vector<Case> all_cases() {
     config.use_attn_sink = true;
     add("h128_topk_length_sink", config, {}, 18);
   }
+  {
+    // Crossover pairs with s_q = 4, a page size that is not a power of two
+    // and padded strides (page stride above page_size * 656 bytes).
+    auto config = make_config(2, 4, 128, 448, 48, 24);
+    config.use_topk_length = true;
+    config.use_attn_sink = true;
+    config.stride_pad_bytes = 48;
+    add("h128_s4_page48_padded", config, {}, 31);
+  }
   // Forced split: items cut into many pieces; the combine applies the sink.
   {
     auto config = make_config(2, 2, 128, 1024, 64, 24);
@@ -436,10 +445,13 @@ TEST(DecodeSparseGpu, BigBatchWorkspaceBound) {
 }
 
 // ---------------------------------------------------------------------------
-// CUDA graph: capture once, replay with new indices and topk_length.
+// CUDA graph: capture once, replay with new indices and topk_length; one
+// head count per kernel (narrow, wide, crossover cluster pairs).
 // ---------------------------------------------------------------------------
-TEST(DecodeSparseGpu, GraphReplayWithNewIndices) {
-  auto config = make_config(6, 2, 64, 512, 64, 16);
+class DecodeSparseGraph : public ::testing::TestWithParam<int> {};
+
+TEST_P(DecodeSparseGraph, ReplayWithNewIndices) {
+  auto config = make_config(6, 2, /*h_q=*/GetParam(), 512, 64, 16);
   config.use_topk_length = true;
   config.use_attn_sink = true;
   test::SparseDecodeInputs inputs = test::make_sparse_decode_inputs(config, 41);
@@ -506,6 +518,9 @@ TEST(DecodeSparseGpu, GraphReplayWithNewIndices) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
+
+INSTANTIATE_TEST_SUITE_P(Heads, DecodeSparseGraph, ::testing::Values(16, 64, 128),
+                         [](const ::testing::TestParamInfo<int>& info) { return "h" + std::to_string(info.param); });
 
 // ---------------------------------------------------------------------------
 // Timing (not a correctness test).
