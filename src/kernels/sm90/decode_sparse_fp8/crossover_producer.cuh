@@ -58,8 +58,7 @@ struct CrossoverProducer {
   static constexpr int kFullArrivals = kWarpgroupThreads;
   static constexpr int kRowsPerCta = BLOCK_N / kClusterCtas;                // 32
   static constexpr int kRows = kRowsPerCta / kWarpsPerWarpgroup;            // 8 rows a warp
-  static constexpr int kRopeUnits = kHeadDimRope * 2 / 16;                  // 8 units of 16 B a row
-  static constexpr int kRopeUnitsPerLane = kRows * kRopeUnits / kWarpSize;  // 2
+  static_assert(kRows == kRopeRowsPerWarp, "a warp's rows are the RoPE helpers' 8 rows");
   static constexpr int kRopeChunk = kHeadDimLatent / kChunkCols;            // 8
   static constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * 2;            // 8 KB
   static constexpr uint32_t kStageBytes = uint32_t(Traits::kNumChunks) * kChunkBytes;   // 72 KB
@@ -71,32 +70,6 @@ struct CrossoverProducer {
 
   static __device__ __forceinline__ uint64_t stage_valid_bits(const SharedStorage& smem, int stage) {
     return *reinterpret_cast<const uint64_t*>(smem.extra.stage_valid[stage]);
-  }
-
-  // RoPE units of this lane's two rows (zeros for an invalid token);
-  // offsets: lane j < 8 holds row j's.
-  static __device__ __forceinline__ void load_rope(const KernelParams& params, int64_t offsets, int lane,
-                                                   uint4 (&rope)[kRopeUnitsPerLane]) {
-#pragma unroll
-    for (int k = 0; k < kRopeUnitsPerLane; ++k) {
-      const int64_t offset = __shfl_sync(kFullMask, offsets, lane / kRopeUnits + k * (kWarpSize / kRopeUnits));
-      rope[k] = make_uint4(0u, 0u, 0u, 0u);
-      if (offset >= 0) {
-        rope[k] = __ldg(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
-                        lane % kRopeUnits);
-      }
-    }
-  }
-
-  static __device__ __forceinline__ void store_rope(uint32_t stage_addr,
-                                                    int own_row0, int lane, const uint4 (&rope)[kRopeUnitsPerLane]) {
-    const uint32_t unit = uint32_t(lane % kRopeUnits);
-#pragma unroll
-    for (int k = 0; k < kRopeUnitsPerLane; ++k) {
-      const uint32_t row = uint32_t(own_row0 + lane / kRopeUnits + k * (kWarpSize / kRopeUnits));
-      common::st_shared_v4(stage_addr + kRopeChunk * kChunkBytes + row * Traits::kRowBytes + ((unit ^ (row & 7)) << 4),
-                           rope[k]);
-    }
   }
 
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
@@ -138,7 +111,7 @@ struct CrossoverProducer {
     uint4 codes[kRows];
     float scales[kRows];
     uint4 rope[kRopeUnitsPerLane];
-    load_rope(params, offsets, lane, rope);
+    load_rope_rows(params, offsets, /*first_lane=*/0, lane, rope);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) load_token(params, __shfl_sync(kFullMask, offsets, j), lane, codes[j], scales[j]);
     offsets = token_offset(params, row_index(far));
@@ -163,8 +136,8 @@ struct CrossoverProducer {
         smem.extra.stage_valid[stage][(lane == 0 ? own_row0 : peer_row0) / 8] = uint8_t(valid_bits >> lane);
       }
       const uint32_t stage_addr = common::smem_u32(smem.kv[0]) + uint32_t(stage) * kStageBytes;
-      store_rope(stage_addr, own_row0, lane, rope);
-      load_rope(params, offsets, lane, rope);
+      store_rope_rows(stage_addr + kRopeChunk * kChunkBytes, own_row0, lane, rope);
+      load_rope_rows(params, offsets, /*first_lane=*/0, lane, rope);
       const uint32_t row_base = row_base0 + uint32_t(stage) * kStageBytes;
       // The rows' offsets up front (one shuffle wait, not one per row): +0.6% at 120 registers, -1% at 88.
       int64_t row_offset[kRows];

@@ -180,6 +180,42 @@ __device__ __forceinline__ void store_token(const Writer& writer, uint32_t row_a
   writer.store(row_addr + (unit_xor ^ 16u), second);
 }
 
+// RoPE of a warp's 8 token rows (8 x 8 units of bf16, taken as they are):
+// lane l holds unit l % 8 of rows l / 8 and l / 8 + 4 (zeros for an invalid
+// token). Loaded a block ahead like the codes, so no copy latency sits
+// between a stage's release and its refill. offsets: lane first_lane + j
+// holds row j's.
+inline constexpr int kRopeUnits = kHeadDimRope * 2 / 16;                 // 8 16-byte pieces of RoPE a row
+inline constexpr int kRopeRowsPerWarp = 8;
+inline constexpr int kRopeUnitsPerLane = kRopeRowsPerWarp * kRopeUnits / kWarpSize;  // 2
+
+__device__ __forceinline__ void load_rope_rows(const KernelParams& params, int64_t offsets, int first_lane, int lane,
+                                               uint4 (&rope)[kRopeUnitsPerLane]) {
+#pragma unroll
+  for (int k = 0; k < kRopeUnitsPerLane; ++k) {
+    const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
+    const int64_t offset = __shfl_sync(0xffffffffu, offsets, first_lane + j);
+    rope[k] = make_uint4(0u, 0u, 0u, 0u);
+    if (offset >= 0) {
+      rope[k] = __ldg(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
+                      lane % kRopeUnits);
+    }
+  }
+}
+
+// -> rows row0 + j of the RoPE chunk at rope_chunk (128-byte rows, 128B
+// swizzle); row0 is a multiple of 8.
+__device__ __forceinline__ void store_rope_rows(uint32_t rope_chunk, int row0, int lane,
+                                                const uint4 (&rope)[kRopeUnitsPerLane]) {
+  constexpr uint32_t kRowBytes = kChunkCols * 2;  // 128
+  const uint32_t unit = uint32_t(lane % kRopeUnits);
+#pragma unroll
+  for (int k = 0; k < kRopeUnitsPerLane; ++k) {
+    const uint32_t row = uint32_t(row0 + lane / kRopeUnits + k * (kWarpSize / kRopeUnits));
+    common::st_shared_v4(rope_chunk + row * kRowBytes + ((unit ^ (row & 7)) << 4), rope[k]);
+  }
+}
+
 // ---- producer ----------------------------------------------------------------------------------
 template <class Traits>
 struct Producer {
@@ -187,46 +223,13 @@ struct Producer {
   static constexpr int kHeads = Traits::kHeads;
   static constexpr int kRows = kRowsPerProducerWarp;          // 8 rows of every stage per warp: [8 w, 8 w + 8)
   static constexpr int kLookaheadBlocks = kWarpSize / kRows;  // 4 blocks of offsets in one register
-  static constexpr int kRopeUnits = kHeadDimRope * 2 / 16;    // 8 16-byte pieces of RoPE
   static constexpr int kQLoadRow = kRows / 2;  // Q copies go out mid-block (the consumer frees Q late)
+  static_assert(kRows == kRopeRowsPerWarp && Traits::kRowBytes == kChunkCols * 2, "the RoPE helpers' row layout");
   static constexpr uint32_t kFullMask = 0xffffffffu;
 
 
   static __device__ __forceinline__ void prefetch_l2(const KernelParams& params, int64_t offset) {
     if (offset >= 0) common::prefetch_l2_bulk(params.kv_cache + offset, kSparseFp8TokenBytes);
-  }
-
-  // RoPE of the warp's 8 rows: 8 rows x 8 units of bf16, taken as they are.
-  // Lane l holds unit l & 7 of rows l >> 3 and (l >> 3) + 4 (zeros for an
-  // invalid token); loaded a block ahead like the codes, so
-  // no copy latency sits between a stage's release and its refill.
-  // offsets: lanes 8 g .. 8 g + 7 hold the rows of the block to load.
-  static constexpr int kRopeUnitsPerLane = kRows * kRopeUnits / kWarpSize;  // 2
-  static __device__ __forceinline__ void load_rope(const KernelParams& params, int64_t offsets, int group,
-                                                   int lane, uint4 (&rope)[kRopeUnitsPerLane]) {
-#pragma unroll
-    for (int k = 0; k < kRopeUnitsPerLane; ++k) {
-      const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
-      const int64_t offset = __shfl_sync(kFullMask, offsets, group * kRows + j);
-      rope[k] = make_uint4(0u, 0u, 0u, 0u);
-      if (offset >= 0) {
-        rope[k] = __ldg(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
-                        lane % kRopeUnits);
-      }
-    }
-  }
-
-  static __device__ __forceinline__ void store_rope(uint32_t stage_addr, int warp, int lane,
-                                                    const uint4 (&rope)[kRopeUnitsPerLane]) {
-    const uint32_t unit = uint32_t(lane % kRopeUnits);
-#pragma unroll
-    for (int k = 0; k < kRopeUnitsPerLane; ++k) {
-      const int j = lane / kRopeUnits + k * (kWarpSize / kRopeUnits);
-      const uint32_t row = uint32_t(warp * kRows + j);
-      common::st_shared_v4(stage_addr + Traits::kRopeChunk * Traits::kKvChunkBytes + row * Traits::kRowBytes +
-                       ((unit ^ (row & 7)) << 4),
-                   rope[k]);
-    }
   }
 
   static __device__ __forceinline__ void copy_q(const KernelParams& params, int item, int head0,
@@ -267,7 +270,7 @@ struct Producer {
     uint4 codes[kRows];
     float scales[kRows];
     uint4 rope[kRopeUnitsPerLane];
-    load_rope(params, offsets, 0, lane, rope);
+    load_rope_rows(params, offsets, /*first_lane=*/0, lane, rope);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) load_token(params, __shfl_sync(kFullMask, offsets, j), lane, codes[j], scales[j]);
 
@@ -285,8 +288,9 @@ struct Producer {
 
       common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
       if (lane < kRows) smem.token_valid[stage][lane_row] = offsets >= 0 ? 1 : 0;
-      store_rope(common::smem_u32(smem.kv[stage]), warp, lane, rope);
-      load_rope(params, offsets, 1, lane, rope);
+      store_rope_rows(common::smem_u32(smem.kv[stage]) + Traits::kRopeChunk * Traits::kKvChunkBytes, warp * kRows, lane,
+                      rope);
+      load_rope_rows(params, offsets, /*first_lane=*/kRows, lane, rope);  // block n + 1: lanes 8-15
 
       // ---- dequantise the warp's rows; refill each register slot as it frees ----
       const uint32_t row_base = row_base0 + uint32_t(stage) * Traits::kStageBytes;
