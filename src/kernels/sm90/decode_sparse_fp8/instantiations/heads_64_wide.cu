@@ -4,9 +4,9 @@
 
 namespace openmla::kernels::decode_sparse_fp8 {
 
-// h_q = 128 (grid.x = 2 q-groups) runs the pair as a crossover cluster.
+// h_q = 128 runs its two q-groups (grid.x) as a crossover cluster.
 Status launch_wide_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
-  if (grid.x == 2) {
+  if (params.h_q == 2 * kWideHeadsPerCta) {
     return common::launch_dependent(
         "decode_sparse_fp8_crossover", &decode_sparse_fp8_wide_kernel<CrossoverTraits, CrossoverProducer<CrossoverTraits>>,
         grid, dim3(decode_dense::kNumThreads), CrossoverTraits::kSmemBytes, stream, /*cluster_x=*/2, params);
