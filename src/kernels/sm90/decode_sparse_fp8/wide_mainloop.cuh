@@ -98,13 +98,10 @@ struct WideProducer {
     constexpr int kCodeUnits = kHeadDimLatent / 16;                            // 32: one per lane
     constexpr int kTailUnits = kSparseFp8TokenBytes / 16 - kCodeUnits;         // 9: scales + RoPE
     constexpr int kRowBatch = 4;
-    const bool valid = index >= 0 && index < params.num_tokens;
-    const int page = valid ? index / params.page_size : 0;
-    const int slot = valid ? index - page * params.page_size : 0;
+    const int64_t offset = token_offset(params, index);  // -1: outside the cache, never read
+    const bool valid = offset >= 0;
     int64_t* offsets = smem.extra.row_offset[warp];  // [16]
-    if (lane < kRowsPerWarp) {
-      offsets[lane] = valid ? int64_t(page) * params.kv_stride_page + int64_t(slot) * kSparseFp8TokenBytes : -1;
-    }
+    if (lane < kRowsPerWarp) offsets[lane] = offset;
     __syncwarp();
     const uint32_t offsets_addr = common::smem_u32(offsets);
     const uint32_t dst_rows = common::smem_u32(smem.extra.raw) +
