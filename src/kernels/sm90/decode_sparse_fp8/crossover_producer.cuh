@@ -111,9 +111,7 @@ struct CrossoverProducer {
     uint4 codes[kRows];
     float scales[kRows];
     uint4 rope[kRopeUnitsPerLane];
-    load_rope_rows(params, offsets, /*first_lane=*/0, lane, rope);
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) load_token(params, __shfl_sync(kFullMask, offsets, j), lane, codes[j], scales[j]);
+    load_rows(params, offsets, lane, codes, scales, rope);
     offsets = token_offset(params, row_index(far));
     cursor_advance(far, params, part);
     int32_t far_index = row_index(far);

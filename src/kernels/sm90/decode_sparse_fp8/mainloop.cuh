@@ -216,6 +216,19 @@ __device__ __forceinline__ void store_rope_rows(uint32_t rope_chunk, int row0, i
   }
 }
 
+// A producer warp's 8 rows of one block in registers: lane l's 16 codes and
+// group scale of each row, and its RoPE units (load_token, load_rope_rows).
+// offsets: lane j < 8 holds row j's.
+__device__ __forceinline__ void load_rows(const KernelParams& params, int64_t offsets, int lane,
+                                          uint4 (&codes)[kRopeRowsPerWarp], float (&scales)[kRopeRowsPerWarp],
+                                          uint4 (&rope)[kRopeUnitsPerLane]) {
+  load_rope_rows(params, offsets, /*first_lane=*/0, lane, rope);
+#pragma unroll
+  for (int j = 0; j < kRopeRowsPerWarp; ++j) {
+    load_token(params, __shfl_sync(0xffffffffu, offsets, j), lane, codes[j], scales[j]);
+  }
+}
+
 // ---- producer ----------------------------------------------------------------------------------
 template <class Traits>
 struct Producer {
@@ -270,9 +283,7 @@ struct Producer {
     uint4 codes[kRows];
     float scales[kRows];
     uint4 rope[kRopeUnitsPerLane];
-    load_rope_rows(params, offsets, /*first_lane=*/0, lane, rope);
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) load_token(params, __shfl_sync(kFullMask, offsets, j), lane, codes[j], scales[j]);
+    load_rows(params, offsets, lane, codes, scales, rope);
 
     int block_counter = 0;
     int item_counter = 0;
