@@ -80,6 +80,9 @@ __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
   return v;
 }
+__device__ __forceinline__ void st_shared_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
 __device__ __forceinline__ int64_t ld_shared_s64(uint32_t addr) {
   int64_t v;
   asm volatile("ld.shared.s64 %0, [%1];" : "=l"(v) : "r"(addr));

@@ -52,7 +52,6 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   auto thr_qk = mma_qk.get_thread_slice(thread);
   auto thr_pv = mma_pv.get_thread_slice(thread);
 
-  Tensor sP = make_tensor(make_smem_ptr(smem.p), typename Traits::SmemLayoutP{});  // (64, 64)
   Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});          // (MMA, 1, 1) fp32
   Tensor tSrP = make_tensor_like<Element>(tSrS);                                            // (MMA, 1, 1) P
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
@@ -61,13 +60,17 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 32 cols)
   Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
 
-  auto smem_copy_p = make_tiled_copy_C(typename Traits::SmemCopyAtomP{}, mma_qk);
-  auto thr_copy_p = smem_copy_p.get_thread_slice(thread);
-  Tensor tPsP = thr_copy_p.partition_D(sP);  // (CPY, CPY_M, CPY_N)
+  uint32_t p_dst[4];
+  Loop::p_store_addresses(smem.p, thread, p_dst);
 
   QueryRow rows[2];
+  uint32_t scale_dst[2], norm_dst[2];  // this thread's row-factor slots (shared window)
 #pragma unroll
-  for (int i = 0; i < 2; ++i) rows[i] = Problem::query_row(params, q_group, int(get<0>(tScS_rc(i, 0))));
+  for (int i = 0; i < 2; ++i) {
+    rows[i] = Problem::query_row(params, q_group, int(get<0>(tScS_rc(i, 0))));
+    scale_dst[i] = common::smem_u32(&smem.row_scale[rows[i].tile_row]);
+    norm_dst[i] = common::smem_u32(&smem.row_norm[rows[i].tile_row]);
+  }
 
   common::OnlineSoftmax<2> softmax;
   // Cluster split: the piece's factors and LSE, kept for the merge (an empty
@@ -123,12 +126,12 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
 
       // ---- publish P and the row factors to WG2 ----
       common::mbarrier_wait(&smem.p_empty, ((block_counter & 1) ^ 1));  // WG2 is done with the previous P
-      copy(smem_copy_p, thr_copy_p.retile_S(tSrP), tPsP);
+      Loop::store_p(tSrP, p_dst);
       if (lane % 4 == 0) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          smem.row_scale[rows[i].tile_row] = row_scale[i];
-          if (last) smem.row_norm[rows[i].tile_row] = norm[i];
+          common::st_shared_f32(scale_dst[i], row_scale[i]);
+          if (last) common::st_shared_f32(norm_dst[i], norm[i]);
         }
       }
       common::fence_view_async_shared();

@@ -230,6 +230,42 @@ struct Mainloop {
     warpgroup_commit_batch();
   }
 
+  // ---- consumer: P -> shared memory ---------------------------------------------------------------
+  // dst: this thread's four stmatrix row addresses (p_store_addresses). With
+  // the sm90 64x64 accumulator partitioned for SM90_U32x4_STSM_N, stmatrix g
+  // stores P values 8g..8g+7 of the thread's fragment (two per register).
+  template <class TensorP>
+  static __device__ __forceinline__ void store_p(const TensorP& tSrP, const uint32_t (&dst)[4]) {
+    using namespace cute;
+    static_assert(decltype(size(tSrP))::value == 32, "P fragment of a 64x64 accumulator");
+    Tensor tSrP_u32 = recast<uint32_t>(tSrP);  // (16) two P values each
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(dst[g]),
+                   "r"(tSrP_u32(4 * g)), "r"(tSrP_u32(4 * g + 1)), "r"(tSrP_u32(4 * g + 2)),
+                   "r"(tSrP_u32(4 * g + 3))
+                   : "memory");
+    }
+  }
+
+  // The four stmatrix destinations of this thread in the P tile, as
+  // shared-window addresses, formed once per CTA (the swizzled 64-bit address
+  // math of a CuTe copy cost ~40 instructions per block on WG1's critical path).
+  static __device__ __forceinline__ void p_store_addresses(Element* p_base, int thread, uint32_t (&dst)[4]) {
+    using namespace cute;
+    typename Traits::TiledMmaQK mma_qk;
+    Tensor sP = make_tensor(make_smem_ptr(p_base), typename Traits::SmemLayoutP{});  // (64, 64)
+    auto thr_copy_p = make_tiled_copy_C(typename Traits::SmemCopyAtomP{}, mma_qk).get_thread_slice(thread);
+    Tensor tPsP = thr_copy_p.partition_D(sP);  // ((8, 4), 1, 1): four 16-byte rows per thread
+    static_assert(decltype(size<0, 0>(tPsP))::value == 8 && decltype(size<0, 1>(tPsP))::value == 4 &&
+                  decltype(size<1>(tPsP))::value == 1 && decltype(size<2>(tPsP))::value == 1);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      dst[g] = common::smem_u32(&tPsP(make_coord(make_coord(0, g), 0, 0)));
+      asm volatile("" : "+r"(dst[g]));  // keep them in registers, not rebuilt per block
+    }
+  }
+
   // ---- consumer: mask S --------------------------------------------------------------------------------
   // Row i of the view sees tokens [0, row_limit[i]); everything else -> -inf
   // (this also replaces NaN from stale K rows).
