@@ -49,6 +49,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
 
   typename Traits::TiledMmaQK mma_qk;
   typename Traits::TiledMmaPV mma_pv;
+  typename Traits::TiledMmaPVRegs mma_pv_regs;
   auto thr_qk = mma_qk.get_thread_slice(thread);
   auto thr_pv = mma_pv.get_thread_slice(thread);
 
@@ -135,12 +136,11 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
         }
       }
       common::fence_view_async_shared();
-      common::mbarrier_arrive(&smem.p_full);                             // every writer releases its part
-      common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);  // all of P is in smem (for WG1's MMA)
+      common::mbarrier_arrive(&smem.p_full);  // every writer releases its part
 
-      // ---- O_left = O_left * scale + P.V_left ----
+      // ---- O_left = O_left * scale + P.V_left, P straight from registers ----
       rescale_rows(tOrO_rc, row_scale);
-      Loop::issue_pv(mma_pv, smem.p, stage_base, thread, tOrO);
+      Loop::issue_pv_regs(mma_pv_regs, tSrP, stage_base, thread, tOrO);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       __syncwarp();
@@ -187,8 +187,13 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
   Tensor tOcO_rc = common::make_rowcol_view(tOcO);
 
   QueryRow rows[2];
+  uint32_t scale_src[2], norm_src[2];  // this thread's row-factor slots (shared window)
 #pragma unroll
-  for (int i = 0; i < 2; ++i) rows[i] = Problem::query_row(params, q_group, int(get<0>(tOcO_rc(i, 0))));
+  for (int i = 0; i < 2; ++i) {
+    rows[i] = Problem::query_row(params, q_group, int(get<0>(tOcO_rc(i, 0))));
+    scale_src[i] = common::smem_u32(&smem.row_scale[rows[i].tile_row]);
+    norm_src[i] = common::smem_u32(&smem.row_norm[rows[i].tile_row]);
+  }
 
   const bool clustered = Problem::kMayClusterSplit && Problem::clustered(params);
   float piece_norm[2] = {0.0f, 0.0f};  // cluster split: kept for the merge (see WG1)
@@ -210,8 +215,8 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
       float norm[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        row_scale[i] = smem.row_scale[rows[i].tile_row];
-        if (last) norm[i] = smem.row_norm[rows[i].tile_row];
+        row_scale[i] = common::ld_shared_f32(scale_src[i]);
+        if (last) norm[i] = common::ld_shared_f32(norm_src[i]);
       }
       rescale_rows(tOrO_rc, row_scale);
       Loop::issue_pv(mma_pv, smem.p, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);

@@ -230,6 +230,32 @@ struct Mainloop {
     warpgroup_commit_batch();
   }
 
+  // ---- consumer: O_half += P.V_half with P in registers (issued, not waited) -------------------------
+  // tSrP: P in the S accumulator's fragment ((2, 2, 8), 1, 1). For the sm90
+  // 64xN layouts, accumulator values 8k..8k+7 of a thread are exactly its
+  // A-operand registers of k-block k (PTX "wgmma 64xNx16 A fragment"), so P
+  // is viewed as ((2, 2, 2), 1, 4) without moving a register.
+  template <class TiledMma, class TensorP, class TensorO>
+  static __device__ __forceinline__ void issue_pv_regs(TiledMma& tiled_mma, TensorP& tSrP, Element* v_half_base,
+                                                       int thread, TensorO& tOrO) {
+    using namespace cute;
+    static_assert(decltype(size(tSrP))::value == 32, "P fragment of a 64x64 accumulator");
+    Tensor sV = make_tensor(make_smem_ptr(opaque(v_half_base)), typename Traits::SmemLayoutVHalf{});  // (256 cols, 64 tokens)
+    auto thr_mma = tiled_mma.get_thread_slice(thread);
+    Tensor tOrV = thr_mma.partition_fragment_B(sV);  // (MMA, 1, 4)
+    Tensor tOrP = make_tensor(tSrP.data(), Layout<Shape<Shape<_2, _2, _2>, _1, _4>,
+                                                  Stride<Stride<_1, _2, _4>, _0, _8>>{});  // (MMA, 1, 4)
+    warpgroup_fence_operand(tSrP);
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+#pragma unroll
+    for (int k = 0; k < size<2>(tOrP); ++k) {
+      gemm(tiled_mma, tOrP(_, _, k), tOrV(_, _, k), tOrO);
+    }
+    warpgroup_commit_batch();
+  }
+
   // ---- consumer: P -> shared memory ---------------------------------------------------------------
   // dst: this thread's four stmatrix row addresses (p_store_addresses). With
   // the sm90 64x64 accumulator partitioned for SM90_U32x4_STSM_N, stmatrix g

@@ -63,6 +63,13 @@ struct Traits {
                                  cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
 
+  // The same product with P taken from the registers of the warpgroup that
+  // computed it (WG1): no shared-memory read of P, no wait for all of it.
+  using TiledMmaPVRegs = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float,
+                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
+
   // ---- shared-memory layouts ---------------------------------------------------------
   using SmemLayoutAtomK = cute::GMMA::Layout_K_SW128_Atom<Element>;  // (8, 64)
   using SmemLayoutQ = decltype(cute::tile_to_shape(
