@@ -1,8 +1,9 @@
 // openmla_bench: times the decode kernels with CUDA events (L2 flushed before
-// every timed run, median of --iters >= 20) and reports each case against the
-// copy bandwidth and bf16 GEMM rate measured in the same process.
+// every timed run, median of --iters >= 20, after --warmup-ms of untimed runs
+// of the same case) and reports each case against the copy bandwidth and bf16
+// GEMM rate measured in the same process.
 //   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING] [--min-part-cost BLOCKS]
-//                 [--cluster-split 0|1|2|4|8] [--no-flush]
+//                 [--cluster-split 0|1|2|4|8] [--no-flush] [--warmup-ms MS]
 // Cases are listed in dense_cases() and sparse_cases() below; "graph" cases time CUDA-graph replays
 // of a whole decode call (schedule + attention + combine), so host launch
 // overhead is excluded.
@@ -11,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -90,6 +92,11 @@ struct Timer {
   void* flush = nullptr;
   size_t flush_bytes = size_t(256) << 20;  // > 4x the 60 MB L2
   bool flush_l2 = true;                     // --no-flush: warm-cache timing (diagnosis only)
+  // --warmup-ms: the case runs (flush + call, untimed) for this long before
+  // timing, so the GPU's clock settles on what the case itself draws rather
+  // than on the previous case's or the GEMM ceiling's power (measured: a
+  // b = 1 call timed right after the GEMM ceiling ran ~15% slower).
+  int warmup_ms = 1000;
   // Every timed piece of work (flush, events, calls) goes to this one stream:
   // events on the legacy default stream added a cross-stream wait to short calls.
   cudaStream_t stream = nullptr;
@@ -105,6 +112,12 @@ struct Timer {
     BENCH_CUDA(cudaDeviceSynchronize());  // inputs filled on the default stream
     fn();  // warm-up
     BENCH_CUDA(cudaDeviceSynchronize());
+    const auto warm_start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - warm_start < std::chrono::milliseconds(warmup_ms)) {
+      if (flush_l2) BENCH_CUDA(cudaMemsetAsync(flush, 0x5a, flush_bytes, stream));
+      fn();
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+    }
     std::vector<double> times;
     for (int i = 0; i < iters; ++i) {
       if (flush_l2) BENCH_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
@@ -396,6 +409,7 @@ int main(int argc, char** argv) {
   std::string json_path, filter;
   bool flush_l2 = true;
   int iters = 30;
+  int warmup_ms = 1000;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
@@ -404,8 +418,9 @@ int main(int argc, char** argv) {
     else if (arg == "--min-part-cost" && i + 1 < argc) g_plan_options.min_part_cost = std::atoi(argv[++i]);
     else if (arg == "--cluster-split" && i + 1 < argc) g_plan_options.cluster_split = std::atoi(argv[++i]);
     else if (arg == "--no-flush") flush_l2 = false;
+    else if (arg == "--warmup-ms" && i + 1 < argc) warmup_ms = std::max(0, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--cluster-split 0|1|2|4|8] [--no-flush]\n",
+      std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--cluster-split 0|1|2|4|8] [--no-flush] [--warmup-ms MS]\n",
                    argv[0]);
       return 2;
     }
@@ -416,6 +431,7 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   Timer timer;
   timer.flush_l2 = flush_l2;
+  timer.warmup_ms = warmup_ms;
   const double copy_gbps = measure_copy_gbps(timer, iters);
   const double gemm_tflops = measure_gemm_tflops(timer, iters);
   std::printf("device: %s, %d SMs; ceilings this run: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name,
