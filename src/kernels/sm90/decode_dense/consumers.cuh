@@ -3,7 +3,8 @@
 // Problem policy (problem.cuh): rows of the 64-row tile are query rows, a
 // stage holds 64 keys x d_qk, V is columns [0, 512) of the same stage.
 //   WG1: S = Q.K^T (WGMMA 64x64x16, SS), mask, online softmax in registers,
-//        P -> smem (stmatrix), O[:, 0:256) += P.V (SS), epilogue of its half.
+//        P -> smem (stmatrix) for WG2, O[:, 0:256) += P.V (RS: P from its own
+//        registers), epilogue of its half.
 //   WG2: O[:, 256:512) += P.V with P and the row factors from smem
 //        (mbarriers p_full / p_empty), epilogue of its half.
 // Barriers used (SharedStorage): kv_full / kv_empty per stage, q_full /

@@ -18,6 +18,7 @@
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/traits.h"
 #include "openmla/schedule.h"
@@ -220,14 +221,7 @@ struct Mainloop {
     auto thr_mma = tiled_mma.get_thread_slice(thread);
     Tensor tOrP = thr_mma.partition_fragment_A(sP);  // (MMA, 1, 4)
     Tensor tOrV = thr_mma.partition_fragment_B(sV);  // (MMA, 1, 4)
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-#pragma unroll
-    for (int k = 0; k < size<2>(tOrP); ++k) {
-      gemm(tiled_mma, tOrP(_, _, k), tOrV(_, _, k), tOrO);
-    }
-    warpgroup_commit_batch();
+    common::wgmma_accumulate(tiled_mma, tOrP, tOrV, tOrO);
   }
 
   // ---- consumer: O_half += P.V_half with P in registers (issued, not waited) -------------------------
@@ -246,14 +240,7 @@ struct Mainloop {
     Tensor tOrP = make_tensor(tSrP.data(), Layout<Shape<Shape<_2, _2, _2>, _1, _4>,
                                                   Stride<Stride<_1, _2, _4>, _0, _8>>{});  // (MMA, 1, 4)
     warpgroup_fence_operand(tSrP);
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-#pragma unroll
-    for (int k = 0; k < size<2>(tOrP); ++k) {
-      gemm(tiled_mma, tOrP(_, _, k), tOrV(_, _, k), tOrO);
-    }
-    warpgroup_commit_batch();
+    common::wgmma_accumulate(tiled_mma, tOrP, tOrV, tOrO);
   }
 
   // ---- consumer: P -> shared memory ---------------------------------------------------------------

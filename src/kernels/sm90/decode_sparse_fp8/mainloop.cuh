@@ -25,6 +25,7 @@
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/fp8/dequant.cuh"
 #include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/traits.h"
 #include "openmla/schedule.h"
@@ -370,14 +371,7 @@ struct Mainloop {
     using namespace cute;
     Tensor sVt = make_tensor(make_smem_ptr(stage_base), typename Traits::SmemLayoutVt{});  // (512, 64)
     Tensor tOrV = tiled_mma.get_thread_slice(thread).partition_fragment_A(sVt);        // (MMA, 8, 4)
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-#pragma unroll
-    for (int k = 0; k < size<2>(tOrV); ++k) {
-      gemm(tiled_mma, tOrV(_, _, k), tOrPt(_, _, k), tOrO);
-    }
-    warpgroup_commit_batch();
+    common::wgmma_accumulate(tiled_mma, tOrV, tOrPt, tOrO);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
   }

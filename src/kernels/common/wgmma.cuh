@@ -1,0 +1,26 @@
+// Issue of one accumulating sm90 WGMMA product over its k-blocks.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+namespace openmla::kernels::common {
+
+// C += A.B over the k-blocks (mode 2) of the partitioned operands, as one
+// commit group (issued, not waited: the caller waits with warpgroup_wait<N>
+// and fences C afterwards). A may be a register fragment (RS; the caller
+// fences those registers first) or a shared-memory descriptor fragment (SS).
+template <class TiledMma, class TensorA, class TensorB, class TensorC>
+__device__ __forceinline__ void wgmma_accumulate(TiledMma& tiled_mma, const TensorA& tA, const TensorB& tB,
+                                                 TensorC& tC) {
+  using namespace cute;
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+#pragma unroll
+  for (int k = 0; k < size<2>(tA); ++k) {
+    gemm(tiled_mma, tA(_, _, k), tB(_, _, k), tC);
+  }
+  warpgroup_commit_batch();
+}
+
+}  // namespace openmla::kernels::common
