@@ -1,13 +1,14 @@
 // openmla_bench: times the decode kernels with CUDA events (L2 flushed before
 // every timed run, median of --iters >= 20, after --warmup-ms of untimed runs
 // of the same case) and reports each case against the copy bandwidth and bf16
-// GEMM rate measured in the same process.
+// GEMM rate measured in the same process, with the SM clock it ran at (NVML).
 //   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING] [--min-part-cost BLOCKS]
 //                 [--cluster-split 0|1|2|4|8] [--no-flush] [--warmup-ms MS]
 // Cases are listed in dense_cases() and sparse_cases() below; "graph" cases time CUDA-graph replays
 // of a whole decode call (schedule + attention + combine), so host launch
 // overhead is excluded.
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -87,6 +88,35 @@ __global__ void fill_sparse_fp8_tokens(uint8_t* cache, size_t num_tokens, uint32
   }
 }
 
+// The SM clock through NVML, loaded at run time (no build dependency; 0 when
+// the library or the device is not found). Reported next to each case: the
+// compute-bound cases run at the 700 W cap, where the clock, not the kernel,
+// moves most from run to run.
+class SmClock {
+ public:
+  SmClock() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY);
+    if (lib == nullptr) return;
+    auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    auto by_bus_id = reinterpret_cast<int (*)(const char*, void**)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    get_clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    char bus_id[32] = {};
+    if (init == nullptr || by_bus_id == nullptr || get_clock_ == nullptr || init() != 0 ||
+        cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, 0) != cudaSuccess || by_bus_id(bus_id, &device_) != 0) {
+      device_ = nullptr;
+    }
+  }
+  unsigned mhz() const {
+    constexpr int kNvmlClockSm = 1;
+    unsigned clock = 0;
+    return device_ != nullptr && get_clock_(device_, kNvmlClockSm, &clock) == 0 ? clock : 0;
+  }
+
+ private:
+  void* device_ = nullptr;
+  int (*get_clock_)(void*, int, unsigned*) = nullptr;
+};
+
 struct Timer {
   cudaEvent_t start, stop;
   void* flush = nullptr;
@@ -102,6 +132,8 @@ struct Timer {
   // Every timed piece of work (flush, events, calls) goes to this one stream:
   // events on the legacy default stream added a cross-stream wait to short calls.
   cudaStream_t stream = nullptr;
+  SmClock sm_clock;
+  double last_mhz = 0;  // median SM clock sampled right after each timed run of the last median_us
   Timer() {
     BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     BENCH_CUDA(cudaEventCreate(&start));
@@ -120,7 +152,7 @@ struct Timer {
       fn();
       BENCH_CUDA(cudaStreamSynchronize(stream));
     }
-    std::vector<double> times;
+    std::vector<double> times, clocks;
     for (int i = 0; i < iters; ++i) {
       if (flush_l2) BENCH_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
       BENCH_CUDA(cudaEventRecord(start, stream));
@@ -130,7 +162,10 @@ struct Timer {
       float ms = 0;
       BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
       times.push_back(ms * 1000.0);
+      clocks.push_back(sm_clock.mhz());
     }
+    std::sort(clocks.begin(), clocks.end());
+    last_mhz = clocks[clocks.size() / 2];
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
   }
@@ -201,6 +236,7 @@ std::vector<DenseCase> dense_cases() {
 struct Result {
   std::string name;
   double us, tflops, gbps;
+  double mhz = 0;  // SM clock (Timer::last_mhz)
 };
 
 Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Timer& timer, int iters) {
@@ -435,14 +471,17 @@ int main(int argc, char** argv) {
   timer.flush_l2 = flush_l2;
   timer.warmup_ms = warmup_ms;
   const double copy_gbps = measure_copy_gbps(timer, iters);
+  const double copy_mhz = timer.last_mhz;
   const double gemm_tflops = measure_gemm_tflops(timer, iters);
-  std::printf("device: %s, %d SMs; ceilings this run: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name,
-              device.num_sms, copy_gbps, gemm_tflops);
-  std::printf("%-48s %10s %9s %9s %8s %8s\n", "case", "us", "TFLOP/s", "GB/s", "%copy", "%gemm");
+  const double gemm_mhz = timer.last_mhz;
+  std::printf("device: %s, %d SMs; ceilings this run: copy %.0f GB/s (SM %.0f MHz), bf16 GEMM %.0f TFLOP/s (SM %.0f MHz)\n",
+              prop.name, device.num_sms, copy_gbps, copy_mhz, gemm_tflops, gemm_mhz);
+  std::printf("%-48s %10s %9s %9s %8s %8s %6s\n", "case", "us", "TFLOP/s", "GB/s", "%copy", "%gemm", "MHz");
   std::vector<Result> results;
-  auto report = [&](const Result& r) {
-    std::printf("%-48s %10.1f %9.1f %9.0f %7.1f%% %7.1f%%\n", r.name.c_str(), r.us, r.tflops, r.gbps,
-                100.0 * r.gbps / copy_gbps, 100.0 * r.tflops / gemm_tflops);
+  auto report = [&](Result r) {
+    r.mhz = timer.last_mhz;
+    std::printf("%-48s %10.1f %9.1f %9.0f %7.1f%% %7.1f%% %6.0f\n", r.name.c_str(), r.us, r.tflops, r.gbps,
+                100.0 * r.gbps / copy_gbps, 100.0 * r.tflops / gemm_tflops, r.mhz);
     std::fflush(stdout);
     results.push_back(r);
   };
@@ -458,12 +497,13 @@ int main(int argc, char** argv) {
     if (f == nullptr) { std::perror(json_path.c_str()); return 1; }
     std::fprintf(f, "{\n  \"device\": \"%s\", \"num_sms\": %d, \"copy_gbps\": %.1f, \"gemm_tflops\": %.1f,\n",
                  prop.name, device.num_sms, copy_gbps, gemm_tflops);
-    std::fprintf(f, "  \"iters\": %d,\n  \"cases\": [\n", iters);
+    std::fprintf(f, "  \"copy_sm_mhz\": %.0f, \"gemm_sm_mhz\": %.0f,\n", copy_mhz, gemm_mhz);
+    std::fprintf(f, "  \"iters\": %d, \"warmup_ms\": %d,\n  \"cases\": [\n", iters, warmup_ms);
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f, "    {\"case\": \"%s\", \"us\": %.2f, \"tflops\": %.2f, \"gbps\": %.1f, \"copy_ratio\": %.4f, "
-                   "\"gemm_ratio\": %.4f}%s\n", r.name.c_str(), r.us, r.tflops, r.gbps, r.gbps / copy_gbps,
-                   r.tflops / gemm_tflops, i + 1 < results.size() ? "," : "");
+                   "\"gemm_ratio\": %.4f, \"sm_mhz\": %.0f}%s\n", r.name.c_str(), r.us, r.tflops, r.gbps,
+                   r.gbps / copy_gbps, r.tflops / gemm_tflops, r.mhz, i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);
