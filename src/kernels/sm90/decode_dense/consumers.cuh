@@ -52,7 +52,6 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   typename Traits::TiledMmaPV mma_pv;
   typename Traits::TiledMmaPVRegs mma_pv_regs;
   auto thr_qk = mma_qk.get_thread_slice(thread);
-  auto thr_pv = mma_pv.get_thread_slice(thread);
 
   Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});          // (MMA, 1, 1) fp32
   Tensor tSrP = make_tensor_like<Element>(tSrS);                                            // (MMA, 1, 1) P
