@@ -447,7 +447,7 @@ int main(int argc, char** argv) {
   std::string json_path, filter;
   bool flush_l2 = true;
   int iters = 30;
-  int warmup_ms = 200;
+  int warmup_ms = -1;  // -1: Timer's default
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   Timer timer;
   timer.flush_l2 = flush_l2;
-  timer.warmup_ms = warmup_ms;
+  if (warmup_ms >= 0) timer.warmup_ms = warmup_ms;
   const double copy_gbps = measure_copy_gbps(timer, iters);
   const double copy_mhz = timer.last_mhz;
   const double gemm_tflops = measure_gemm_tflops(timer, iters);
@@ -498,7 +498,7 @@ int main(int argc, char** argv) {
     std::fprintf(f, "{\n  \"device\": \"%s\", \"num_sms\": %d, \"copy_gbps\": %.1f, \"gemm_tflops\": %.1f,\n",
                  prop.name, device.num_sms, copy_gbps, gemm_tflops);
     std::fprintf(f, "  \"copy_sm_mhz\": %.0f, \"gemm_sm_mhz\": %.0f,\n", copy_mhz, gemm_mhz);
-    std::fprintf(f, "  \"iters\": %d, \"warmup_ms\": %d,\n  \"cases\": [\n", iters, warmup_ms);
+    std::fprintf(f, "  \"iters\": %d, \"warmup_ms\": %d,\n  \"cases\": [\n", iters, timer.warmup_ms);
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f, "    {\"case\": \"%s\", \"us\": %.2f, \"tflops\": %.2f, \"gbps\": %.1f, \"copy_ratio\": %.4f, "
