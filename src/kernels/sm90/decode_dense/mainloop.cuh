@@ -200,15 +200,7 @@ struct Mainloop {
     auto thr_mma = tiled_mma.get_thread_slice(thread);
     Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA, 1, d_qk/16)
     Tensor tSrK = thr_mma.partition_fragment_B(sK);  // (MMA, 1, d_qk/16)
-    warpgroup_fence_operand(tSrS);
-    warpgroup_arrive();
-    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll
-    for (int k = 0; k < size<2>(tSrQ); ++k) {
-      gemm(tiled_mma, tSrQ(_, _, k), tSrK(_, _, k), tSrS);
-      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
+    common::wgmma_product(tiled_mma, tSrQ, tSrK, tSrS);
   }
 
   // ---- consumer: O_half += P.V_half (issued, not waited) --------------------------------------------

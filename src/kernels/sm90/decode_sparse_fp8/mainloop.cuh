@@ -351,15 +351,7 @@ struct Mainloop {
     using namespace cute;
     Tensor sK = make_tensor(make_smem_ptr(stage_base), typename Traits::SmemLayoutK{});  // (64 tokens, 576)
     Tensor tSrK = tiled_mma.get_thread_slice(thread).partition_fragment_A(sK);       // (MMA, 1, 36)
-    warpgroup_fence_operand(tSrS);
-    warpgroup_arrive();
-    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll
-    for (int k = 0; k < size<2>(tSrK); ++k) {
-      gemm(tiled_mma, tSrK(_, _, k), tSrQ(_, _, k), tSrS);
-      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
+    common::wgmma_product(tiled_mma, tSrK, tSrQ, tSrS);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
   }
