@@ -10,7 +10,7 @@ IFS='|' read -ra cases <<< "${CASES:-dense b=128 h_q=128 s_q=2 s_k=16384~ p=64|d
 for c in "${cases[@]}"; do
   for v in ${VARIANTS:-devbin_alt devbin}; do
     b=${v%%:*}; envs=""; [ "$v" != "$b" ] && envs=${v#*:}
-    env $envs timeout 120 ncu --clock-control base --metrics gpc__cycles_elapsed.max,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+    env $envs timeout 120 ncu --clock-control none --metrics gpc__cycles_elapsed.max,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
       -k "regex:${KREGEX:-decode_dense}" --launch-skip 2 --launch-count 3 --csv $b/openmla_bench --filter "$c" --iters 20 > /tmp/ncu_ab.csv 2>/dev/null
     python3 - "$v" "$c" <<'PY'
 import csv, sys, statistics
