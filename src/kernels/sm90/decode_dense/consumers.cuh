@@ -73,7 +73,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
     norm_dst[i] = common::smem_u32(&smem.row_norm[rows[i].tile_row]);
   }
 
-  common::OnlineSoftmax<2> softmax;
+  common::OnlineSoftmax<2, kSoftmaxPolyPeriod> softmax;
   // Cluster split: the piece's factors and LSE, kept for the merge (an empty
   // piece keeps O = 0, norm 0 and LSE -inf).
   const bool clustered = Problem::kMayClusterSplit && Problem::clustered(params);
@@ -125,6 +125,12 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
         }
       }
 
+      // ---- O_left = O_left * scale + P.V_left, P straight from registers ----
+      // Issued before P is published: the tensor pipe starts on it while
+      // this warpgroup stores P for WG2 (the P registers are only read).
+      rescale_rows(tOrO_rc, row_scale);
+      Loop::issue_pv_regs(mma_pv_regs, tSrP, stage_base, thread, tOrO);
+
       // ---- publish P and the row factors to WG2 ----
       common::mbarrier_wait(&smem.p_empty, ((block_counter & 1) ^ 1));  // WG2 is done with the previous P
       Loop::store_p(tSrP, p_dst);
@@ -137,10 +143,6 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
       }
       common::fence_view_async_shared();
       common::mbarrier_arrive(&smem.p_full);  // every writer releases its part
-
-      // ---- O_left = O_left * scale + P.V_left, P straight from registers ----
-      rescale_rows(tOrO_rc, row_scale);
-      Loop::issue_pv_regs(mma_pv_regs, tSrP, stage_base, thread, tOrO);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       __syncwarp();
