@@ -57,8 +57,8 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   Tensor tSrP = make_tensor_like<Element>(tSrS);                                            // (MMA, 1, 1) P
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
   Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) coords
-  Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 32 cols)
-  Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 32 cols)
+  Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 16 cols)
+  Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 16 cols)
   Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
 
   uint32_t p_dst[4];
