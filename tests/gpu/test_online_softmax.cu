@@ -8,38 +8,33 @@
 #include <vector>
 
 #include "kernels/common/online_softmax.cuh"
+#include "test_util/device_buffer.h"
 
 namespace openmla {
 namespace {
-
-#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 __global__ void exp2_poly_kernel(const float* x, float* y, int n) {  // x, y: [n]
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = kernels::common::exp2_poly(x[i]);
 }
 
-std::vector<float> run_exp2_poly(const std::vector<float>& x) {
-  float* d_x = nullptr;
-  float* d_y = nullptr;
-  const size_t bytes = x.size() * sizeof(float);
-  std::vector<float> y(x.size(), 0.0f);
-  if (cudaMalloc(&d_x, bytes) != cudaSuccess || cudaMalloc(&d_y, bytes) != cudaSuccess) return {};
-  cudaMemcpy(d_x, x.data(), bytes, cudaMemcpyHostToDevice);
-  cudaMemset(d_y, 0xff, bytes);  // NaN: every output must be written
-  exp2_poly_kernel<<<int((x.size() + 255) / 256), 256>>>(d_x, d_y, int(x.size()));
-  cudaMemcpy(y.data(), d_y, bytes, cudaMemcpyDeviceToHost);
-  cudaFree(d_x);
-  cudaFree(d_y);
-  return y;
+// y[i] = exp2_poly(x[i]) on the GPU (y starts as NaN, so every entry must be written).
+void run_exp2_poly(const std::vector<float>& x, std::vector<float>& y) {
+  test::DeviceBuffer<float> d_x, d_y;
+  ASSERT_NO_FATAL_FAILURE(test::upload(d_x, x));
+  ASSERT_NO_FATAL_FAILURE(test::upload(d_y, std::vector<float>(x.size(), std::nanf(""))));
+  exp2_poly_kernel<<<int((x.size() + 255) / 256), 256>>>(d_x.ptr, d_y.ptr, int(x.size()));
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  y.resize(x.size());
+  ASSERT_NO_FATAL_FAILURE(test::download(y, d_y));
 }
 
 TEST(OnlineSoftmaxGpu, Exp2PolyMatchesExp2) {
   // The softmax's arguments: s * scale - max <= 0 (a hair above 0 from rounding).
   std::vector<float> x;
   for (int i = 0; i <= 200000; ++i) x.push_back(-125.0f + 125.5f * float(i) / 200000.0f);
-  const std::vector<float> y = run_exp2_poly(x);
-  ASSERT_EQ(y.size(), x.size());
+  std::vector<float> y;
+  ASSERT_NO_FATAL_FAILURE(run_exp2_poly(x, y));
   double worst = 0.0;
   for (size_t i = 0; i < x.size(); ++i) {
     const double want = std::exp2(double(x[i]));
@@ -51,8 +46,8 @@ TEST(OnlineSoftmaxGpu, Exp2PolyMatchesExp2) {
 TEST(OnlineSoftmaxGpu, Exp2PolyEdgeValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> x = {-inf, -1e30f, -200.0f, -127.0f, -126.9f, std::nanf(""), 0.0f, -1.0f};
-  const std::vector<float> y = run_exp2_poly(x);
-  ASSERT_EQ(y.size(), x.size());
+  std::vector<float> y;
+  ASSERT_NO_FATAL_FAILURE(run_exp2_poly(x, y));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y[i], 0.0f) << "x = " << x[i] << " must give exactly 0";
   EXPECT_GE(y[4], 0.0f);
   EXPECT_LT(y[4], 1e-37f);
