@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A/B of dense kernel builds by clock-locked cycle counts (ncu, base clocks):
+# A/B of dense kernel builds by cycle counts (ncu, clocks left alone as the
+# device notes ask, so cycles shift a little with the clock the GPU runs at):
 # for each VARIANT ("dir" or "dir:ENV=VAL") and bench CASE, the attention
 # kernel's gpc__cycles_elapsed.max (median of 3 launches) and tensor-pipe use.
 set -uo pipefail

@@ -26,7 +26,7 @@ static_assert(BLOCK_N == 64, "the schedule's KV block is 64 tokens");
 // ---- warp roles --------------------------------------------------------------------
 // warpgroup 0: producer. warp 0 issues the K/V TMA loads (all lanes); warps
 //              1-3 gather Q rows with cp.async (one tile per item).
-// warpgroup 1: S = Q.K^T, online softmax, P -> smem (for WG2), O[:, 0:256) += P.V (P in registers)
+// warpgroup 1: S = Q.K^T, online softmax, O[:, 0:256) += P.V (P in registers), P -> smem (for WG2)
 // warpgroup 2: O[:, 256:512) += P.V with P from smem
 inline constexpr int kWarpgroupThreads = 128;
 inline constexpr int kNumWarpgroups = 3;

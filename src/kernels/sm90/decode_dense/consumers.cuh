@@ -3,8 +3,8 @@
 // Problem policy (problem.cuh): rows of the 64-row tile are query rows, a
 // stage holds 64 keys x d_qk, V is columns [0, 512) of the same stage.
 //   WG1: S = Q.K^T (WGMMA 64x64x16, SS), mask, online softmax in registers,
-//        P -> smem (stmatrix) for WG2, O[:, 0:256) += P.V (RS: P from its own
-//        registers), epilogue of its half.
+//        O[:, 0:256) += P.V issued (RS: P from its own registers), then
+//        P -> smem (stmatrix) for WG2 while it runs, epilogue of its half.
 //   WG2: O[:, 256:512) += P.V with P and the row factors from smem
 //        (mbarriers p_full / p_empty), epilogue of its half.
 // Barriers used (SharedStorage): kv_full / kv_empty per stage, q_full /
@@ -49,13 +49,12 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   const int lane = thread % 32;
 
   typename Traits::TiledMmaQK mma_qk;
-  typename Traits::TiledMmaPV mma_pv;
   typename Traits::TiledMmaPVRegs mma_pv_regs;
   auto thr_qk = mma_qk.get_thread_slice(thread);
 
   Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});          // (MMA, 1, 1) fp32
   Tensor tSrP = make_tensor_like<Element>(tSrS);                                            // (MMA, 1, 1) P
-  Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
+  Tensor tOrO = partition_fragment_C(mma_pv_regs, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
   Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) coords
   Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 16 cols)
   Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 16 cols)

@@ -9,8 +9,8 @@
 //   WG0 producer (setmaxnreg 40): warp 0 runs the K/V TMA ring (all lanes
 //       issue boxes); warps 1-3 gather the item's Q tile with cp.async.
 //   WG1 softmax (setmaxnreg 232): S = Q.K^T (WGMMA 64x64x16, SS), mask, online
-//       softmax in registers, P -> smem (stmatrix) for WG2, O[:, 0:256) += P.V
-//       (RS: P from WG1's registers).
+//       softmax in registers, O[:, 0:256) += P.V (RS: P from WG1's registers),
+//       then P -> smem (stmatrix) for WG2 while that product runs.
 //   WG2 (setmaxnreg 232): O[:, 256:512) += P.V with P and the row scales read
 //       from smem after WG1 publishes them (mbarriers p_full / p_empty).
 //   Both consumers are consumers.cuh, with DenseProblem (problem.cuh).
