@@ -58,14 +58,14 @@ struct ClusterMerge {
 
   // One consumer warpgroup's 64 x 256 O half (columns [col_offset,
   // col_offset + 256)), times the per-row factor `norm` (1 / row sum).
-  // tOrO_rc: (2 rows, 128 cols) view of the accumulator; column j of a
-  // thread's row is col_offset + 2 (lane % 4) + (j % 2) + 8 (j / 2).
+  // tOrO_rc: (2 rows, 64 values) view of the accumulator; value j of a
+  // thread's row is column col_offset + 2 (lane % 4) + (j % 2) + 8 (j / 2).
   template <class TensorORowCol>
   static __device__ __forceinline__ void stash_o(SharedStorage& smem, const TensorORowCol& tOrO_rc,
                                                  const QueryRow (&rows)[2], const float (&norm)[2], int col_offset,
                                                  int lane) {
     using namespace cute;
-    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 128
+    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 64 values, covering 256 columns
     Element* base = buffer(smem) + col_offset + 2 * (lane % 4);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {

@@ -58,7 +58,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) coords
   Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 16 cols)
   Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 16 cols)
-  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
+  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 64 values: 256 columns)
 
   uint32_t p_dst[4];
   Loop::p_store_addresses(smem.p, thread, p_dst);
@@ -184,7 +184,7 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
   auto thr_pv = mma_pv.get_thread_slice(thread);
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{}));
-  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 128 cols)
+  Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 64 values: 256 columns)
   Tensor tOcO_rc = common::make_rowcol_view(tOcO);
 
   QueryRow rows[2];

@@ -29,8 +29,8 @@ struct Epilogue {
   using Element = typename Traits::Element;
   using Params = typename Problem::Params;
 
-  // tOrO_rc: (2 rows, 128 cols) row/column view of the fp32 accumulator of
-  // O columns [col_offset, col_offset + 256). Column j of a thread's row is
+  // tOrO_rc: (2 rows, 64 values) row/column view of the fp32 accumulator of
+  // O columns [col_offset, col_offset + 256). Value j of a thread's row is column
   // col_offset + 2 * (lane % 4) + (j % 2) + 8 * (j / 2) (sm90 64xN fragment).
   // NOTE: each row's destination pointer is formed once and every store uses
   // a compile-time offset from it. Per-element address arithmetic made this
@@ -41,7 +41,7 @@ struct Epilogue {
                                                  const TensorORowCol& tOrO_rc, const QueryRow (&rows)[2],
                                                  const float (&norm)[2], int col_offset, int lane) {
     using namespace cute;
-    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 128
+    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 64 values, covering 256 columns
     static_assert(kCols % 2 == 0);
     const int thread_col = col_offset + 2 * (lane % 4);
     if (blocks.partial) {
