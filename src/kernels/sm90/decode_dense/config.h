@@ -98,5 +98,8 @@ struct KernelParams {
 // One instantiation per (dtype, d_qk): instantiations/<combo>.cu.
 template <DType kDType, int kHeadDimQK>
 Status launch_kernel(const KernelParams& params, dim3 grid, int cluster, cudaStream_t stream);
+// The pair kernel (pair_kernel.cuh), d_qk = 576 only; same instantiation files.
+template <DType kDType>
+Status launch_pair_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::decode_dense

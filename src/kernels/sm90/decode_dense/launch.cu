@@ -174,6 +174,13 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
   const dim3 grid = cluster > 1 ? dim3(unsigned(shape.batch * cluster), unsigned(plan.num_q_groups))
                                 : dim3(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
   const bool bf16 = shape.kv_dtype == DType::kBF16;
+  // Two or more 64-row query tiles per KV head make the call compute-bound: the pair kernel
+  // (two consumer warpgroups on alternate blocks) keeps the tensor pipe busier there. It loads
+  // whole 64-token blocks, so pages must hold whole blocks; the cluster split stays on the
+  // main kernel.
+  if (shape.d_qk == kHeadDimQK && shape.page_size % BLOCK_N == 0 && kp.num_m_tiles >= 2 && cluster == 1) {
+    return bf16 ? launch_pair_kernel<DType::kBF16>(kp, grid, stream) : launch_pair_kernel<DType::kFP16>(kp, grid, stream);
+  }
   if (shape.d_qk == kHeadDimQK) {
     return bf16 ? launch_kernel<DType::kBF16, kHeadDimQK>(kp, grid, cluster, stream)
                 : launch_kernel<DType::kFP16, kHeadDimQK>(kp, grid, cluster, stream);
