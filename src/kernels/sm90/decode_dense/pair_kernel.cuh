@@ -46,10 +46,12 @@ inline constexpr int kPairThreads = 2 * kWarpgroupThreads;
 // after its P stores measured as waiting for those loads.
 inline constexpr int kPairCtaThreads = 3 * kWarpgroupThreads;
 inline constexpr int kPairTiles = 9;  // 64-column tiles of a 576-wide block
-// Named barriers (0 is __syncthreads; 3 and 4 belong to the main kernel).
-inline constexpr int kBarPairAll = 5, kBarWg0 = 6, kBarWg1 = 7;
-// One-way hand-offs between the two warpgroups: mbarriers of 128 arrivals (every thread of the
-// signalling warpgroup releases its own stores), one phase per use.
+// Named barriers inside one warpgroup (0 is __syncthreads; 3 and 4 belong to the main kernel).
+inline constexpr int kBarWg0 = 5, kBarWg1 = 6;
+// Between the two consumer warpgroups everything goes through mbarriers (racecheck reported
+// hazards across named barriers shared by the two warpgroups, even around plain bar.sync):
+// one-way hand-offs of 128 arrivals (every thread of the signalling warpgroup releases its own
+// stores), one phase per use, and a two-way barrier of 256 arrivals (all_consumers).
 enum Handoff { kScale0, kScale1, kP0, kP1, kSeIssued, kNumHandoffs };
 
 struct PairExtraStorage {
@@ -57,6 +59,7 @@ struct PairExtraStorage {
   uint64_t tile_free[2][2];           // per buffer: tiles 0-3 / 4-8 read for the last time (4 warps)
   float row_sum[2][BLOCK_M];          // item end: each warpgroup's quad-reduced row sums
   uint64_t handoff[kNumHandoffs];     // see Handoff
+  uint64_t all_consumers;             // both consumer warpgroups, every thread (sync_consumers)
 };
 
 // The part's blocks as a sequence of pairs (even, even + 1) per item; the last
@@ -254,6 +257,13 @@ struct PairKernel {
     phases ^= 1u << h;
   }
 
+  // Both consumer warpgroups meet here; `phase` is this thread's count of meetings, mod 2.
+  static __device__ __forceinline__ void sync_consumers(SharedStorage& smem, uint32_t& phase) {
+    common::mbarrier_arrive(&smem.extra.all_consumers);
+    common::mbarrier_wait(&smem.extra.all_consumers, phase);
+    phase ^= 1;
+  }
+
   template <class TensorO>
   static __device__ __forceinline__ void scale_o(TensorO& tOrO_rc, const float (&f)[2]) {
     if (__all_sync(0xffffffffu, f[0] == 1.0f && f[1] == 1.0f)) return;
@@ -333,6 +343,7 @@ struct PairKernel {
     uint32_t phase0 = 0, phase1 = 0;  // parity of the next load each buffer's owner waits for
     uint32_t phases = 0;               // hand-offs this warpgroup waits for
     uint32_t p0_phase = 0;             // WG0: parity of sP0's next release
+    uint32_t meet_phase = 0;           // sync_consumers
     while (cur.valid) {
       const int item = cur.item;
       const ItemBlocks blocks = Problem::item_blocks(params, part, item);
@@ -340,14 +351,14 @@ struct PairKernel {
       // ---- item start: Q (the RoPE tile into registers, its shared memory becomes sP1)
       gather_q(params, smem, item, kv_head, m_tile, all_thread);
       common::fence_view_async_shared();
-      common::named_barrier_sync(kBarPairAll, kPairThreads);
+      sync_consumers(smem, meet_phase);
 #pragma unroll
       for (int v = 0; v < size(tSrQ8); ++v) tSrQ8(v) = tSsQ8(v);
       if (wg == 0 && lane % 4 == 0) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) s_max[tile_row[i]] = -INFINITY;
       }
-      common::named_barrier_sync(kBarPairAll, kPairThreads);
+      sync_consumers(smem, meet_phase);
       clear(tOrO);
       float row_sum[2] = {0.0f, 0.0f};
       if (wg == 0) {
@@ -535,7 +546,7 @@ struct PairKernel {
         row_sum[i] = common::quad_allreduce_sum(row_sum[i]);
         if (lane % 4 == 0) smem.extra.row_sum[wg][tile_row[i]] = row_sum[i];
       }
-      common::named_barrier_sync(kBarPairAll, kPairThreads);
+      sync_consumers(smem, meet_phase);
       float total[2], norm[2], final_max[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -546,7 +557,7 @@ struct PairKernel {
       Epilogue<T, Problem>::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
       if (wg == 0) Epilogue<T, Problem>::store_lse(params, item, blocks, rows, final_max, total, lane);
       // Q, sP1 and the row state are rewritten by the next item.
-      common::named_barrier_sync(kBarPairAll, kPairThreads);
+      sync_consumers(smem, meet_phase);
       cur.advance(params, part);
     }
   }
@@ -574,6 +585,7 @@ __global__ void __launch_bounds__(kPairCtaThreads, 1) decode_dense_pair_kernel(c
     }
     common::mbarrier_init(&smem.p_empty, kWarpgroupThreads / 32);  // sP0 free: WG1's warps after P_e.V_e,R
     for (int h = 0; h < kNumHandoffs; ++h) common::mbarrier_init(&smem.extra.handoff[h], kWarpgroupThreads);
+    common::mbarrier_init(&smem.extra.all_consumers, kPairThreads);
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
