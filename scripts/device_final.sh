@@ -18,7 +18,7 @@ timeout 420 compute-sanitizer --tool memcheck --error-exitcode 9 $B/openmla_gpu_
   --gtest_filter="${MEMCHECK_FILTER:-*}" > $OUT/memcheck.log 2>&1; echo "memcheck rc=$?"
 grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/memcheck.log | tail -3
 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/openmla_gpu_tests --gtest_brief=1 \
-  --gtest_filter="${RACECHECK_FILTER:-*DecodeDense*heads_b3_sq2_hq16_*:*DecodeDense*lengths*:*Sparse*h16*:*Combine*}" \
+  --gtest_filter="${RACECHECK_FILTER:-*DecodeDense*heads_b3_sq2_hq16_*:*DecodeDense*heads_b3_sq2_hq64_*:*DecodeDense*sq_b2_sq67*:*DecodeDense*lengths*:*Sparse*h16*:*Combine*}" \
   > $OUT/racecheck.log 2>&1; echo "racecheck rc=$?"
 grep -E "RACECHECK SUMMARY|PASSED|FAILED" $OUT/racecheck.log | tail -3
 timeout 60 $B/openmla_demo > $OUT/demo.log 2>&1; echo "demo rc=$?"; tail -3 $OUT/demo.log
