@@ -248,6 +248,25 @@ struct PairKernel {
     }
   }
 
+  // exp2(m_old - m_new): the factor that moves sums and products from m_old to m_new (1 while a
+  // row has seen nothing).
+  static __device__ __forceinline__ float rescale_factor(float m_old, float m_new) {
+    return common::exp2_approx(m_old - (m_new == -INFINITY ? 0.0f : m_new));
+  }
+
+  // The quad leader of each row publishes the row's new max and this warpgroup's factor.
+  static __device__ __forceinline__ void publish_row_state(float* s_max, float* s_scale, const int (&tile_row)[2],
+                                                           const float (&m_new)[2], const float (&scale)[2], int lane) {
+    __syncwarp();
+    if (lane % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        s_max[tile_row[i]] = m_new[i];
+        s_scale[tile_row[i]] = scale[i];
+      }
+    }
+  }
+
   static __device__ __forceinline__ void signal(SharedStorage& smem, Handoff h) {
     common::mbarrier_arrive(&smem.extra.handoff[h]);
   }
@@ -384,16 +403,9 @@ struct PairKernel {
           for (int i = 0; i < 2; ++i) {
             const float m_old = s_max[tile_row[i]];
             m_new[i] = fmaxf(m_old, block_row_max(tSrS_rc, i, params.scale_log2));
-            scale0[i] = common::exp2_approx(m_old - (m_new[i] == -INFINITY ? 0.0f : m_new[i]));
+            scale0[i] = rescale_factor(m_old, m_new[i]);
           }
-          __syncwarp();
-          if (lane % 4 == 0) {
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              s_max[tile_row[i]] = m_new[i];
-              s_scale0[tile_row[i]] = scale0[i];
-            }
-          }
+          publish_row_state(s_max, s_scale0, tile_row, m_new, scale0, lane);
           signal(smem, kScale0);
           exponentiate(tSrS_rc, params.scale_log2, m_new, sum);
 #pragma unroll
@@ -474,16 +486,9 @@ struct PairKernel {
           }
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
-            scale1[i] = cur.has_odd ? common::exp2_approx(m_mid[i] - (m_new[i] == -INFINITY ? 0.0f : m_new[i])) : 1.0f;
+            scale1[i] = cur.has_odd ? rescale_factor(m_mid[i], m_new[i]) : 1.0f;
           }
-          __syncwarp();
-          if (lane % 4 == 0) {
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              s_max[tile_row[i]] = m_new[i];
-              s_scale1[tile_row[i]] = scale1[i];
-            }
-          }
+          publish_row_state(s_max, s_scale1, tile_row, m_new, scale1, lane);
           signal(smem, kScale1);
           float factor[2];
 #pragma unroll
