@@ -287,6 +287,9 @@ std::vector<Case> all_cases() {
     test::DenseDecodeConfig d = config(3, 1, 64, 2, 16, false, DType::kFP16, 512);
     d.stride_pad_bytes = 64;
     add("padded", d, PlanOptions{.min_parts = 6});
+    test::DenseDecodeConfig e = config(3, 2, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 700);  // pair kernel
+    e.stride_pad_bytes = 32;
+    add("padded", e, PlanOptions{.min_parts = 9});
   }
   // Forced cluster splits: pieces that are empty (short and zero lengths),
   // causal rows that see nothing, several query tiles and KV heads, padded
