@@ -332,9 +332,10 @@ struct PairKernel {
     auto thr_rope = mma_rope.get_thread_slice(thread);
     Tensor tSrQ8 = thr_rope.partition_fragment_A(sQ8);  // (MMA, 1, 4) Q's RoPE tile, registers
     Tensor tSsQ8 = thr_rope.partition_A(sQ8);           // same partition, shared memory
-    Tensor tScS = mma_qk.get_thread_slice(thread).partition_C(make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));
+    Tensor tScS = mma_qk.get_thread_slice(thread).partition_C(
+        make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) (row, column) of S
     Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 16 cols)
-    Tensor tScS_rc = common::make_rowcol_view(tScS);
+    Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 16 cols)
     Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 64 cols)
     static_assert(decltype(size<1>(tOrO_rc))::value == 64 && decltype(size<1>(tSrS_rc))::value == 16);
     int tile_row[2];
