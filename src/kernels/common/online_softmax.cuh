@@ -73,6 +73,24 @@ __device__ __forceinline__ float quad_allreduce_sum(float value) {
   return value + __shfl_xor_sync(0xffffffffu, value, 2);
 }
 
+// True when every row of the warp keeps its factor exactly 1 (its max did not move).
+__device__ __forceinline__ bool warp_rows_unscaled(const float (&row_scale)[2]) {
+  return __all_sync(0xffffffffu, row_scale[0] == 1.0f && row_scale[1] == 1.0f);
+}
+
+// O rows (a (2 rows, n) row/column view of an accumulator) *= the row factors,
+// skipped when the warp's 16 rows all keep their maximum: 128 multiplies fewer
+// between softmax and P.V.
+template <class TensorORowCol>
+__device__ __forceinline__ void rescale_rows(TensorORowCol& tOrO_rc, const float (&row_scale)[2]) {
+  if (warp_rows_unscaled(row_scale)) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < cute::size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
+  }
+}
+
 // kPolyPeriod > 0: column j of a row takes exp2_poly instead of MUFU.EX2 when
 // j % kPolyPeriod == kPolyPeriod - 1, so both pipes share the exponentials.
 template <int kRows, int kPolyPeriod = 0>

@@ -23,18 +23,6 @@
 
 namespace openmla::kernels::decode_dense {
 
-// O rows *= the block's row factors, skipped when the warp's 16 rows all keep
-// their maximum (factor exactly 1): 128 multiplies fewer between softmax and P.V.
-template <class TensorORowCol>
-__device__ __forceinline__ void rescale_rows(TensorORowCol& tOrO_rc, const float (&row_scale)[2]) {
-  if (__all_sync(0xffffffffu, row_scale[0] == 1.0f && row_scale[1] == 1.0f)) return;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-#pragma unroll
-    for (int j = 0; j < cute::size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= row_scale[i];
-  }
-}
-
 // ---- WG1: scores, softmax, left O half ------------------------------------------------------------
 // Per block: S = Q.K^T, mask, online softmax, publish P, O_left += P.V_left.
 // NOTE: S_{j+1} is not issued under P_j.V_j: that would hold two K/V stages
@@ -127,7 +115,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
       // ---- O_left = O_left * scale + P.V_left, P straight from registers ----
       // Issued before P is published: the tensor pipe starts on it while
       // this warpgroup stores P for WG2 (the P registers are only read).
-      rescale_rows(tOrO_rc, row_scale);
+      common::rescale_rows(tOrO_rc, row_scale);
       Loop::issue_pv_regs(mma_pv_regs, tSrP, stage_base, thread, tOrO);
 
       // ---- publish P and the row factors to WG2 ----
@@ -219,7 +207,7 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
         row_scale[i] = common::ld_shared_f32(scale_src[i]);
         if (last) norm[i] = common::ld_shared_f32(norm_src[i]);
       }
-      rescale_rows(tOrO_rc, row_scale);
+      common::rescale_rows(tOrO_rc, row_scale);
       Loop::issue_pv(mma_pv, smem.p, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);

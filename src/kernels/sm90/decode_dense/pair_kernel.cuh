@@ -283,16 +283,6 @@ struct PairKernel {
     phase ^= 1;
   }
 
-  template <class TensorO>
-  static __device__ __forceinline__ void scale_o(TensorO& tOrO_rc, const float (&f)[2]) {
-    if (__all_sync(0xffffffffu, f[0] == 1.0f && f[1] == 1.0f)) return;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-      for (int j = 0; j < cute::size<1>(tOrO_rc); ++j) tOrO_rc(i, j) *= f[i];
-    }
-  }
-
   static __device__ void gather_q(const KernelParams& params, SharedStorage& smem, int item, int kv_head, int m_tile,
                                   int thread) {
     using namespace cute;
@@ -413,7 +403,7 @@ struct PairKernel {
           for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * scale0[i] + sum[i];
 #pragma unroll
           for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
-          scale_o(tOrO_rc, scale0);
+          common::rescale_rows(tOrO_rc, scale0);
           // ---- b. stale V rows of a short block to zero before any P.V reads them
           const int valid_e = block_valid_tokens(cur.length, even);
           if (valid_e < BLOCK_N) {
@@ -439,7 +429,7 @@ struct PairKernel {
           for (int i = 0; i < 2; ++i) scale1[i] = s_scale1[tile_row[i]];
 #pragma unroll
           for (int i = 0; i < 2; ++i) row_sum[i] *= scale1[i];
-          scale_o(tOrO_rc, scale1);
+          common::rescale_rows(tOrO_rc, scale1);
           // ---- f. O_L += P_o.V_o,L (P_o from sP1)
           if (cur.has_odd) {
             await(smem, kP1, phases);
@@ -499,7 +489,7 @@ struct PairKernel {
           for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * factor[i] + sum[i];
           // P_e in sP0 is relative to the even block's max: O_R joins it there, and moves to the
           // pair's max (scale1) after P_e.V_e,R, which is rare past a sequence's first blocks.
-          scale_o(tOrO_rc, scale0);
+          common::rescale_rows(tOrO_rc, scale0);
           // ---- b. O_R += P_e.V_e,R before P_o.V_o,R, so K0's tiles 4-8 are freed one P.V earlier
           await(smem, kP0, phases);
           Loop::issue_pv(mma_pv, smem.p, smem.kv[0] + T::kVHalfOffset, thread, tOrO);
@@ -516,10 +506,10 @@ struct PairKernel {
             store_p_xor(tSrP, p_dst0);
             common::fence_view_async_shared();
             signal(smem, kP1);
-            if (!__all_sync(0xffffffffu, scale1[0] == 1.0f && scale1[1] == 1.0f)) {
+            if (!common::warp_rows_unscaled(scale1)) {
               warpgroup_wait<0>();
               warpgroup_fence_operand(tOrO);
-              scale_o(tOrO_rc, scale1);
+              common::rescale_rows(tOrO_rc, scale1);
             }
             Loop::issue_pv_regs(mma_pv_regs, tSrP, smem.kv[1] + T::kVHalfOffset, thread, tOrO);
           }
