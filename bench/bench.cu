@@ -229,7 +229,7 @@ std::vector<DenseCase> dense_cases() {
   // Page sizes against page 64: the memory-bound case and the compute-bound one (pages of fewer than
   // 64 tokens take the main kernel there, page 64 and up the pair kernel).
   for (int page : {16, 32, 128}) cases.push_back({128, 16, 1, 16384, true, false, page});
-  for (int page : {16, 32}) cases.push_back({128, 128, 2, 16384, true, false, page});
+  for (int page : {16, 32, 128}) cases.push_back({128, 128, 2, 16384, true, false, page});
   for (int batch : {1, 32, 128})
     for (int h_q : {16, 128})
       for (int s_q : {1, 4}) cases.push_back({batch, h_q, s_q, 1024, false, true});
