@@ -126,34 +126,41 @@ struct Mainloop {
   // NOTE: per-piece index arithmetic (two runtime divisions per 16 bytes) made
   // this loop ~100 instructions per piece, several microseconds per item, all
   // of it on the critical path of a short call.
-  static __device__ void produce_q(const KernelParams& params, const PartWork& part, SharedStorage& smem,
-                                   int kv_head, int m_tile, int thread) {
+  // One item's Q tile -> smem.q by kThreads threads (cp.async, not waited).
+  template <int kThreads>
+  static __device__ __forceinline__ void gather_q_tile(const KernelParams& params, SharedStorage& smem, int item,
+                                                       int kv_head, int m_tile, int thread) {
     using namespace cute;
-    constexpr int kElemsPerPiece = 16 / int(sizeof(Element));      // 8
-    constexpr int kPieceLanes = kChunkCols / kElemsPerPiece;         // 8 pieces per chunk row
-    constexpr int kRowGroups = kQLoadThreads / kPieceLanes;          // 12 rows in flight
-    static_assert(kQLoadThreads % kPieceLanes == 0);
+    constexpr int kElemsPerPiece = 16 / int(sizeof(Element));  // 8
+    constexpr int kPieceLanes = kChunkCols / kElemsPerPiece;     // 8 pieces per chunk row
+    constexpr int kRowGroups = kThreads / kPieceLanes;           // rows in flight
+    static_assert(kThreads % kPieceLanes == 0);
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});  // (64, d_qk)
     const Element* q = static_cast<const Element*>(params.q);
     const int piece_col = (thread % kPieceLanes) * kElemsPerPiece;
+    const Element* q_item = q + int64_t(item) * params.q_stride_b;  // [s_q, h_q, d_qk]
+    for (int row = thread / kPieceLanes; row < BLOCK_M; row += kRowGroups) {
+      const int packed = m_tile * BLOCK_M + row;
+      const bool real = packed < params.rows_per_kv;
+      const int s = real ? packed / params.heads_per_kv : 0;
+      const int head = kv_head * params.heads_per_kv + (real ? packed % params.heads_per_kv : 0);
+      const Element* src = real ? q_item + s * params.q_stride_s + head * params.q_stride_h + piece_col : q;
+      Element* dst = &sQ(row, piece_col);  // chunk 0; chunk k is kChunkElems further
+#pragma unroll
+      for (int chunk = 0; chunk < Traits::kNumChunks; ++chunk) {
+        common::cp_async_16_zfill(dst + chunk * Traits::kChunkElems, real ? src + chunk * kChunkCols : q, real);
+      }
+    }
+  }
+
+  static __device__ void produce_q(const KernelParams& params, const PartWork& part, SharedStorage& smem,
+                                   int kv_head, int m_tile, int thread) {
     int item_counter = 0;
     for (int item = part.begin_item; item <= part.end_item; ++item) {
       const ItemBlocks blocks = item_blocks(params, part, item);
       if (blocks.begin_block >= blocks.end_block) continue;
       if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
-      const Element* q_item = q + int64_t(item) * params.q_stride_b;  // [s_q, h_q, d_qk]
-      for (int row = thread / kPieceLanes; row < BLOCK_M; row += kRowGroups) {
-        const int packed = m_tile * BLOCK_M + row;
-        const bool real = packed < params.rows_per_kv;
-        const int s = real ? packed / params.heads_per_kv : 0;
-        const int head = kv_head * params.heads_per_kv + (real ? packed % params.heads_per_kv : 0);
-        const Element* src = real ? q_item + s * params.q_stride_s + head * params.q_stride_h + piece_col : q;
-        Element* dst = &sQ(row, piece_col);  // chunk 0; chunk k is kChunkElems further
-#pragma unroll
-        for (int chunk = 0; chunk < Traits::kNumChunks; ++chunk) {
-          common::cp_async_16_zfill(dst + chunk * Traits::kChunkElems, real ? src + chunk * kChunkCols : q, real);
-        }
-      }
+      gather_q_tile<kQLoadThreads>(params, smem, item, kv_head, m_tile, thread);
       common::cp_async_wait_all();
       common::fence_view_async_shared();
       common::mbarrier_arrive(&smem.q_full);

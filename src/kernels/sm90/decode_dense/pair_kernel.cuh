@@ -283,29 +283,6 @@ struct PairKernel {
     phase ^= 1;
   }
 
-  static __device__ void gather_q(const KernelParams& params, SharedStorage& smem, int item, int kv_head, int m_tile,
-                                  int thread) {
-    using namespace cute;
-    constexpr int kElemsPerPiece = 16 / int(sizeof(Element));
-    Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename T::SmemLayoutQ{});  // (64, 576)
-    const Element* q = static_cast<const Element*>(params.q);
-    const Element* q_item = q + int64_t(item) * params.q_stride_b;  // [s_q, h_q, 576]
-    const int piece_col = (thread % 8) * kElemsPerPiece;
-    for (int row = thread / 8; row < BLOCK_M; row += kPairThreads / 8) {
-      const int packed = m_tile * BLOCK_M + row;
-      const bool real = packed < params.rows_per_kv;
-      const int s = real ? packed / params.heads_per_kv : 0;
-      const int head = kv_head * params.heads_per_kv + (real ? packed % params.heads_per_kv : 0);
-      const Element* src = real ? q_item + s * params.q_stride_s + head * params.q_stride_h + piece_col : q;
-      Element* dst = &sQ(row, piece_col);
-#pragma unroll
-      for (int chunk = 0; chunk < 9; ++chunk) {
-        common::cp_async_16_zfill(dst + chunk * T::kChunkElems, real ? src + chunk * kChunkCols : q, real);
-      }
-    }
-    common::cp_async_wait_all();
-  }
-
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
                              int kv_head, int m_tile, int wg, int thread) {
     using namespace cute;
@@ -359,7 +336,8 @@ struct PairKernel {
       const ItemBlocks blocks = Problem::item_blocks(params, part, item);
       const typename Problem::ItemMask mask = Problem::item_mask(params, blocks, rows);
       // ---- item start: Q (the RoPE tile into registers, its shared memory becomes sP1)
-      gather_q(params, smem, item, kv_head, m_tile, all_thread);
+      Loop::template gather_q_tile<kPairThreads>(params, smem, item, kv_head, m_tile, all_thread);
+      common::cp_async_wait_all();
       common::fence_view_async_shared();
       sync_consumers(smem, meet_phase);
 #pragma unroll
