@@ -294,7 +294,7 @@ struct PairKernel {
     TiledMmaQKRope mma_rope;
     Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});  // (MMA, 1, 1) fp32
     Tensor tSrP = make_tensor_like<Element>(tSrS);                                    // (MMA, 1, 1) P
-    Tensor tOrO = partition_fragment_C(mma_pv_regs, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // fp32
+    Tensor tOrO = partition_fragment_C(mma_pv_regs, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
     Tensor sQ8 = make_tensor(make_smem_ptr(smem.q + 8 * T::kChunkElems), typename T::SmemLayoutP{});  // (64, 64)
     auto thr_rope = mma_rope.get_thread_slice(thread);
     Tensor tSrQ8 = thr_rope.partition_fragment_A(sQ8);  // (MMA, 1, 4) Q's RoPE tile, registers
@@ -303,7 +303,7 @@ struct PairKernel {
         make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) (row, column) of S
     Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 16 cols)
     Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 16 cols)
-    Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 64 cols)
+    Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 64 values: 256 columns)
     static_assert(decltype(size<1>(tOrO_rc))::value == 64 && decltype(size<1>(tSrS_rc))::value == 16);
     int tile_row[2];
     QueryRow rows[2];
