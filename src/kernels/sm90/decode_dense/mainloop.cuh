@@ -88,6 +88,9 @@ struct Mainloop {
         // behind the consumers' work on the previous blocks.
         const int my_page =
             lane < num_boxes ? __ldg(table + (first_token + lane * params.box_tokens) / params.page_size) : 0;
+        // Every box of a block starts at the same token of its page (boxes are whole pages below 64
+        // tokens, a single box above): one division per block, not one per issue round.
+        const int token_in_page = first_token % params.page_size;
         common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
         if (lane == 0) {
           common::mbarrier_arrive_expect_tx(&smem.kv_full[stage],
@@ -103,10 +106,9 @@ struct Mainloop {
           const int chunk = load % Traits::kNumChunks;
           const int page = __shfl_sync(0xffffffffu, my_page, box);
           if (load < num_loads) {
-            const int token = first_token + box * params.box_tokens;
             common::tma_load_4d(&params.tma_kv, &smem.kv_full[stage],
                                 stage_base + chunk * Traits::kChunkElems + box * params.box_tokens * kChunkCols,
-                                chunk * kChunkCols, kv_head, token % params.page_size, page);
+                                chunk * kChunkCols, kv_head, token_in_page, page);
           }
         }
       }
