@@ -68,6 +68,10 @@ struct DecodePlan {
   int num_slots = 0;          // partial slots = 2 * (num_parts - 1); 0 when nothing can split
   int d_v = kHeadDimV;
   int min_part_cost = kMinPartCostBlocks;  // least cost (blocks) per active part; 1 when parts are forced
+  // Parts may take whole items instead of even cuts when no part is then
+  // longer than an even cut plus one item's overhead (false when parts are
+  // forced, so the split path runs exactly as asked).
+  bool whole_item_parts = true;
   // Dense decode of a short call: C > 1 runs each (request, q-group) as one
   // thread-block cluster of C CTAs that split its blocks evenly and merge
   // their pieces through distributed shared memory, in one kernel (no

@@ -64,6 +64,15 @@ OPENMLA_HOST_DEVICE void threads_sync() {
 #endif
 }
 
+// True when `predicate` holds on every thread of the block (one host thread: its own).
+OPENMLA_HOST_DEVICE bool threads_all(bool predicate) {
+#if defined(__CUDA_ARCH__)
+  return __syncthreads_and(predicate) != 0;
+#else
+  return predicate;
+#endif
+}
+
 // Exclusive sum of `value` over lanes [0, lane). On the host there is one lane.
 template <class T>
 OPENMLA_HOST_DEVICE T lanes_exclusive_sum(T value, int lane) {
@@ -118,6 +127,14 @@ OPENMLA_HOST_DEVICE Bound bound_at(const int64_t* prefix, int32_t num_items, int
   }
   const int64_t block = position - prefix[lo] - kItemOverheadBlocks;
   return {lo, block <= 0 ? 0 : int32_t(block)};
+}
+
+// The item start nearest to a cost position inside `item` (ties go to the
+// earlier start); num_items for positions at or past the end.
+OPENMLA_HOST_DEVICE int32_t nearest_item_start(const int64_t* prefix, int32_t num_items, int32_t item,
+                                               int64_t position) {
+  if (item >= num_items) return num_items;
+  return position - prefix[item] <= prefix[item + 1] - position ? item : item + 1;
 }
 
 // Parts that get work: small calls use fewer (see kMinPartCostBlocks).
@@ -204,7 +221,7 @@ OPENMLA_HOST_DEVICE int32_t part_containing(const Bound* bounds, int32_t num_par
 // the first warp, the per-part phases on every thread (one part each when
 // num_threads > num_parts, which keeps the dependent chain short).
 OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost,
-                                        const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                        bool whole_item_parts, const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
                                         int num_threads) {
   const int scan_lanes = num_threads < 32 ? num_threads : 32;
   const bool scans = thread < scan_lanes;
@@ -213,13 +230,34 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   if (scans) lanes_exclusive_scan<int64_t>(num_items, ItemCostAt{lengths}, out.item_prefix, thread, scan_lanes);
   threads_sync();
 
-  // 2. part bounds; parts past the active count start (and end) at the end
+  // 2. part bounds; parts past the active count start (and end) at the end.
+  // Each cut's nearest item start goes to part_slots (scratch until phase 3).
   const int64_t total = out.item_prefix[num_items];
   const int32_t active = active_parts(total, num_parts, min_part_cost);
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p <= num_parts; p += num_threads) {
     const int64_t position = p >= active ? total : total * p / active;
-    out.part_bounds[p] = bound_at(out.item_prefix, num_items, position);
+    const Bound bound = bound_at(out.item_prefix, num_items, position);
+    out.part_bounds[p] = bound;
+    out.part_slots[p] = nearest_item_start(out.item_prefix, num_items, bound.item, position);
+  }
+  threads_sync();
+
+  // 2b. Whole items per part (when allowed) if that is no longer than the even cuts: a cut
+  // inside an item makes its second piece pay the item's overhead again (Q,
+  // partial O, the combine), so even cuts cost up to ceil(total / active) +
+  // kItemOverheadBlocks. Batches of similar items (b = 128 at s_k = 1024 on
+  // 132 SMs) then run unsplit.
+  const int64_t even_cost = (total + active - 1) / active + kItemOverheadBlocks;
+  bool whole_items_fit = whole_item_parts;
+  OPENMLA_ROLLED_LOOP
+  for (int32_t p = thread; p < num_parts; p += num_threads) {
+    const int64_t cost = out.item_prefix[out.part_slots[p + 1]] - out.item_prefix[out.part_slots[p]];
+    whole_items_fit = whole_items_fit && cost <= even_cost;
+  }
+  if (threads_all(whole_items_fit)) {
+    OPENMLA_ROLLED_LOOP
+    for (int32_t p = thread; p <= num_parts; p += num_threads) out.part_bounds[p] = Bound{out.part_slots[p], 0};
   }
   threads_sync();
 

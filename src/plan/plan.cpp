@@ -56,6 +56,7 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
   plan->min_part_cost = options.min_part_cost > 0 ? options.min_part_cost
                         : options.min_parts > 0  ? 1
                                                  : kMinPartCostBlocks;
+  plan->whole_item_parts = options.min_parts == 0;
   plan->workspace = layout_workspace(plan->num_items, plan->num_parts, plan->num_slots,
                                      plan->rows_per_item, plan->d_v);
 }
@@ -171,8 +172,8 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
   out->combine.assign(size_t(plan.num_parts), CombineEntry{});
   const plan_detail::ScheduleBuffers buffers{out->parts.data(), out->combine.data(), item_prefix.data(),
                                              part_bounds.data(), part_slots.data()};
-  plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, lengths, buffers, /*lane=*/0,
-                              /*num_lanes=*/1);
+  plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, lengths,
+                              buffers, /*lane=*/0, /*num_lanes=*/1);
   return Status::ok();
 }
 

@@ -390,5 +390,66 @@ TEST(SchedulerExamples, ShortDenseCallsRunAsClusterSplits) {
   }
 }
 
+// Split items counted from the combine entries (an entry with pieces is one split item).
+int split_items(const HostSchedule& schedule) {
+  int split = 0;
+  for (const CombineEntry& entry : schedule.combine) split += entry.num_pieces > 0 ? 1 : 0;
+  return split;
+}
+
+// Batches of similar requests take whole requests per part when no part is then
+// longer than an even cut plus one item's overhead; uneven batches and forced
+// part counts keep the even cuts.
+TEST(SchedulerExamples, SimilarItemsRunWhole) {
+  DeviceInfo device;
+  device.num_sms = 132;
+  struct Expect {
+    int batch, h_q, length;
+    PlanOptions options;
+    bool whole;  // no item split
+    int most_items_per_part;
+  };
+  for (const Expect& e : {Expect{128, 16, 1024, {}, true, 1},     // 128 items of 21 on 132 parts (even: 20.4)
+                          Expect{128, 128, 1024, {}, true, 2},    // 66 parts (two 64-row tiles): 2 items each
+                          Expect{64, 16, 1024, {}, false, 0},     // even cut 11 + 5 < 21
+                          Expect{128, 16, 1024, PlanOptions{.min_parts = 132}, false, 0},
+                          Expect{2, 16, 16384, {}, false, 0}}) {
+    SCOPED_TRACE("batch " + std::to_string(e.batch) + " h_q " + std::to_string(e.h_q));
+    const int max_pages = (e.length + 63) / 64;
+    const DenseDecodeShape shape{.batch = e.batch, .h_q = e.h_q, .page_size = 64,
+                                 .num_pages = e.batch * max_pages, .max_pages_per_seq = max_pages};
+    PlanOptions options = e.options;
+    options.cluster_split = 1;  // the split-KV schedule, not in-kernel clusters
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(shape, device, &plan, options).is_ok());
+    std::vector<int32_t> lengths(size_t(e.batch), e.length);
+    HostSchedule schedule;
+    ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
+    if (!e.whole) {
+      EXPECT_GT(split_items(schedule), 0);
+      continue;
+    }
+    EXPECT_EQ(split_items(schedule), 0);
+    int most = 0;
+    for (const PartWork& part : schedule.parts) {
+      if (part.flags & kPartEmpty) continue;
+      EXPECT_EQ(part.flags, 0);
+      most = std::max(most, part.end_item - part.begin_item + 1);
+    }
+    EXPECT_EQ(most, e.most_items_per_part);
+  }
+
+  // Mixed lengths: whole items only where every part stays within the bound.
+  std::vector<int32_t> lengths(128, 1024);
+  lengths[5] = 16384;  // one long request: whole items would leave one part 256 blocks long
+  const DenseDecodeShape shape{.batch = 128, .h_q = 16, .page_size = 64, .num_pages = 128 * 256,
+                               .max_pages_per_seq = 256};
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.cluster_split = 1}).is_ok());
+  HostSchedule schedule;
+  ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
+  EXPECT_GT(split_items(schedule), 0);
+}
+
 }  // namespace
 }  // namespace openmla

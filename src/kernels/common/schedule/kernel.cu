@@ -39,7 +39,8 @@ __host__ __device__ inline SharedLayout shared_layout(int32_t num_items, int32_t
 }
 
 __global__ void __launch_bounds__(kMaxThreads, 1)
-    build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemLengths lengths,
+    build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, bool whole_item_parts,
+                          ItemLengths lengths,
                           plan_detail::ScheduleBuffers buffers, int32_t num_lengths, bool in_shared) {
   extern __shared__ __align__(16) uint8_t shared[];
   const int thread = int(threadIdx.x);
@@ -59,7 +60,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       __syncthreads();
     }
   }
-  plan_detail::build_schedule(num_items, num_parts, min_part_cost, lengths, buffers, thread, num_threads);
+  plan_detail::build_schedule(num_items, num_parts, min_part_cost, whole_item_parts, lengths, buffers, thread,
+                              num_threads);
 }
 
 }  // namespace
@@ -78,7 +80,8 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
   }
   const int threads = std::min(kMaxThreads, (plan.num_parts + 1 + 31) / 32 * 32);
   build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
-      plan.num_items, plan.num_parts, plan.min_part_cost, lengths, workspace.schedule, num_lengths, in_shared);
+      plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, lengths, workspace.schedule,
+      num_lengths, in_shared);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) {
     return Status::cuda_error(std::string("schedule kernel launch failed: ") + cudaGetErrorString(error));
