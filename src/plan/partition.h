@@ -231,35 +231,40 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   threads_sync();
 
   // 2. part bounds; parts past the active count start (and end) at the end.
-  // Each cut's nearest item start goes to part_slots (scratch until phase 3).
+  //
+  // Whole items per part (when allowed) if that is no longer than the even
+  // cuts: a cut inside an item makes its second piece pay the item's overhead
+  // again (Q, partial O, the combine), so even cuts cost up to
+  // ceil(total / active) + kItemOverheadBlocks. Batches of similar items
+  // (b = 128 at s_k = 1024 on 132 SMs) then run unsplit. Whole items can only
+  // fit when the mean item does (uniform over the block, so calls with long
+  // items skip the check and its barriers); each cut's nearest item start goes
+  // to part_slots, scratch until phase 3.
   const int64_t total = out.item_prefix[num_items];
   const int32_t active = active_parts(total, num_parts, min_part_cost);
+  const int64_t even_cost = (total + active - 1) / active + kItemOverheadBlocks;
+  const bool try_whole_items = whole_item_parts && total <= int64_t(num_items) * even_cost;
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p <= num_parts; p += num_threads) {
     const int64_t position = p >= active ? total : total * p / active;
     const Bound bound = bound_at(out.item_prefix, num_items, position);
     out.part_bounds[p] = bound;
-    out.part_slots[p] = nearest_item_start(out.item_prefix, num_items, bound.item, position);
+    if (try_whole_items) out.part_slots[p] = nearest_item_start(out.item_prefix, num_items, bound.item, position);
   }
   threads_sync();
-
-  // 2b. Whole items per part (when allowed) if that is no longer than the even cuts: a cut
-  // inside an item makes its second piece pay the item's overhead again (Q,
-  // partial O, the combine), so even cuts cost up to ceil(total / active) +
-  // kItemOverheadBlocks. Batches of similar items (b = 128 at s_k = 1024 on
-  // 132 SMs) then run unsplit.
-  const int64_t even_cost = (total + active - 1) / active + kItemOverheadBlocks;
-  bool whole_items_fit = whole_item_parts;
-  OPENMLA_ROLLED_LOOP
-  for (int32_t p = thread; p < num_parts; p += num_threads) {
-    const int64_t cost = out.item_prefix[out.part_slots[p + 1]] - out.item_prefix[out.part_slots[p]];
-    whole_items_fit = whole_items_fit && cost <= even_cost;
-  }
-  if (threads_all(whole_items_fit)) {
+  if (try_whole_items) {
+    bool whole_items_fit = true;
     OPENMLA_ROLLED_LOOP
-    for (int32_t p = thread; p <= num_parts; p += num_threads) out.part_bounds[p] = Bound{out.part_slots[p], 0};
+    for (int32_t p = thread; p < num_parts; p += num_threads) {
+      const int64_t cost = out.item_prefix[out.part_slots[p + 1]] - out.item_prefix[out.part_slots[p]];
+      whole_items_fit = whole_items_fit && cost <= even_cost;
+    }
+    if (threads_all(whole_items_fit)) {
+      OPENMLA_ROLLED_LOOP
+      for (int32_t p = thread; p <= num_parts; p += num_threads) out.part_bounds[p] = Bound{out.part_slots[p], 0};
+    }
+    threads_sync();
   }
-  threads_sync();
 
   // 3. partial pieces and combine entries per part, then 4. their exclusive
   // prefix (in place); every combine entry starts empty
