@@ -81,6 +81,35 @@ PlanOptions random_options(std::mt19937_64& rng) {
   return options;
 }
 
+// Blocks of an item of this length (an empty item still owns one block).
+int32_t blocks_of(const ItemLengths& lengths, int item) {
+  int32_t length = lengths.lengths ? lengths.lengths[item / lengths.items_per_length] : lengths.default_length;
+  length = std::clamp(length, 0, lengths.max_length);
+  return length <= 0 ? 1 : (length - 1) / kKvBlockTokens + 1;
+}
+
+// Whether cuts are even or at item starts, no part costs more than an even
+// cut plus one item overhead: ceil(total / active) + kItemOverheadBlocks, where
+// a part's cost is its blocks plus kItemOverheadBlocks per item piece it holds.
+void expect_parts_within_even_bound(const DecodePlan& plan, const ItemLengths& lengths,
+                                    const HostSchedule& schedule) {
+  int64_t total = 0;
+  for (int i = 0; i < plan.num_items; ++i) total += blocks_of(lengths, i) + kItemOverheadBlocks;
+  const int64_t active = std::clamp<int64_t>(total / plan.min_part_cost, 1, plan.num_parts);
+  const int64_t bound = (total + active - 1) / active + kItemOverheadBlocks;
+  for (int p = 0; p < plan.num_parts; ++p) {
+    const PartWork& part = schedule.parts[size_t(p)];
+    if (part.flags & kPartEmpty) continue;
+    int64_t cost = 0;
+    for (int item = part.begin_item; item <= part.end_item; ++item) {
+      const int32_t begin = item == part.begin_item ? part.begin_block : 0;
+      const int32_t end = item == part.end_item ? part.end_block : blocks_of(lengths, item);
+      cost += (end - begin) + kItemOverheadBlocks;
+    }
+    ASSERT_LE(cost, bound) << "part " << p << " of " << plan.num_parts << ", " << plan.num_items << " items";
+  }
+}
+
 // Every plan and schedule the planner makes must pass check_plan.
 TEST(SchedulerProperty, RandomInputsSatisfyEveryInvariant) {
   std::mt19937_64 rng(20261129);
@@ -111,6 +140,7 @@ TEST(SchedulerProperty, RandomInputsSatisfyEveryInvariant) {
     ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
     const Status checked = check_plan(plan, item_lengths, schedule);
     ASSERT_TRUE(checked.is_ok()) << "case " << c << ": " << checked.message();
+    ASSERT_NO_FATAL_FAILURE(expect_parts_within_even_bound(plan, item_lengths, schedule)) << "case " << c;
   }
 }
 
