@@ -7,7 +7,9 @@
 //   1. cost prefix:  prefix[i] = sum_{j<i} (blocks(j) + kItemOverheadBlocks)
 //   2. part bounds:  bound[p] = position total * p / active_parts mapped to
 //                    (item, block); positions inside an item's overhead map to
-//                    block 0, so cuts prefer item starts.
+//                    block 0, so cuts prefer item starts; then every cut at
+//                    its nearest item start instead, when no part then costs
+//                    more than an even cut plus one item overhead
 //   3. part pieces:  which of a part's first/last items are split, and how many
 //                    partial slots the part needs (0, 1 or 2)
 //   4. slot prefix:  slots[p] = sum_{q<p} pieces(q)
@@ -221,8 +223,8 @@ OPENMLA_HOST_DEVICE int32_t part_containing(const Bound* bounds, int32_t num_par
 // the first warp, the per-part phases on every thread (one part each when
 // num_threads > num_parts, which keeps the dependent chain short).
 OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost,
-                                        bool whole_item_parts, const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
-                                        int num_threads) {
+                                        bool whole_item_parts, const ItemLengths& lengths,
+                                        const ScheduleBuffers& out, int thread, int num_threads) {
   const int scan_lanes = num_threads < 32 ? num_threads : 32;
   const bool scans = thread < scan_lanes;
 

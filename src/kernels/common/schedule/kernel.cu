@@ -40,8 +40,8 @@ __host__ __device__ inline SharedLayout shared_layout(int32_t num_items, int32_t
 
 __global__ void __launch_bounds__(kMaxThreads, 1)
     build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, bool whole_item_parts,
-                          ItemLengths lengths,
-                          plan_detail::ScheduleBuffers buffers, int32_t num_lengths, bool in_shared) {
+                          ItemLengths lengths, plan_detail::ScheduleBuffers buffers, int32_t num_lengths,
+                          bool in_shared) {
   extern __shared__ __align__(16) uint8_t shared[];
   const int thread = int(threadIdx.x);
   const int num_threads = int(blockDim.x);
