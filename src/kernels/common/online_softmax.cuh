@@ -73,6 +73,16 @@ __device__ __forceinline__ float quad_allreduce_sum(float value) {
   return value + __shfl_xor_sync(0xffffffffu, value, 2);
 }
 
+// The max a row's exponentials are taken against: 0 while the row has seen
+// nothing (max -inf), so exp2(-inf - (-inf)) never produces NaN.
+__device__ __forceinline__ float max_offset(float row_max) { return row_max == -INFINITY ? 0.0f : row_max; }
+
+// exp2(m_old - m_new): the factor that moves sums and products from max m_old
+// to m_new (0 for a row that saw nothing before, 1 while it still sees nothing).
+__device__ __forceinline__ float rescale_factor(float m_old, float m_new) {
+  return exp2_approx(m_old - max_offset(m_new));
+}
+
 // True when every row of the warp keeps its factor exactly 1 (its max did not move).
 __device__ __forceinline__ bool warp_rows_unscaled(const float (&row_scale)[2]) {
   return __all_sync(0xffffffffu, row_scale[0] == 1.0f && row_scale[1] == 1.0f);
@@ -127,15 +137,13 @@ struct OnlineSoftmax {
       // NOTE: scale_log2 > 0, so scaling after the max is exact and keeps -inf.
       block_max = quad_allreduce_max(block_max) * scale_log2;
       const float new_max = fmaxf(row_max[i], block_max);
-      // A row with nothing visible yet keeps max -inf; subtract 0 instead so
-      // exp2(-inf - (-inf)) never produces NaN.
-      const float max_offset = new_max == -INFINITY ? 0.0f : new_max;
-      row_scale[i] = exp2_approx(row_max[i] - max_offset);
+      const float offset = max_offset(new_max);
+      row_scale[i] = rescale_factor(row_max[i], new_max);
       row_max[i] = new_max;
       float partial_sum[kChains] = {};
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
-        const float x = fmaf(s_rc(i, j), scale_log2, -max_offset);
+        const float x = fmaf(s_rc(i, j), scale_log2, -offset);
         float p;
         if constexpr (kPolyPeriod > 0) {
           p = j % kPolyPeriod == kPolyPeriod - 1 ? exp2_poly(x) : exp2_approx(x);

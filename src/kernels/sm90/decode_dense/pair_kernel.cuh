@@ -236,7 +236,7 @@ struct PairKernel {
                                                       float (&sum)[2]) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const float offset = max[i] == -INFINITY ? 0.0f : max[i];
+      const float offset = common::max_offset(max[i]);
       float s = 0.0f;
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
@@ -246,12 +246,6 @@ struct PairKernel {
       }
       sum[i] = s;
     }
-  }
-
-  // exp2(m_old - m_new): the factor that moves sums and products from m_old to m_new (1 while a
-  // row has seen nothing).
-  static __device__ __forceinline__ float rescale_factor(float m_old, float m_new) {
-    return common::exp2_approx(m_old - (m_new == -INFINITY ? 0.0f : m_new));
   }
 
   // The quad leader of each row publishes the row's new max and this warpgroup's factor.
@@ -372,7 +366,7 @@ struct PairKernel {
           for (int i = 0; i < 2; ++i) {
             const float m_old = s_max[tile_row[i]];
             m_new[i] = fmaxf(m_old, block_row_max(tSrS_rc, i, params.scale_log2));
-            scale0[i] = rescale_factor(m_old, m_new[i]);
+            scale0[i] = common::rescale_factor(m_old, m_new[i]);
           }
           publish_row_state(s_max, s_scale0, tile_row, m_new, scale0, lane);
           signal(smem, kScale0);
@@ -455,7 +449,7 @@ struct PairKernel {
           }
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
-            scale1[i] = cur.has_odd ? rescale_factor(m_mid[i], m_new[i]) : 1.0f;
+            scale1[i] = cur.has_odd ? common::rescale_factor(m_mid[i], m_new[i]) : 1.0f;
           }
           publish_row_state(s_max, s_scale1, tile_row, m_new, scale1, lane);
           signal(smem, kScale1);

@@ -140,10 +140,8 @@ __device__ void run_consumer(const KernelParams& params, const PartWork& part, t
     for (int jj = 0; jj < kCols; ++jj) {
       // NOTE: scale_log2 > 0, so scaling after the max is exact and keeps -inf.
       const float new_max = fmaxf(col_max[jj], block_max[jj] * params.scale_log2);
-      // A column with nothing visible yet keeps max -inf; subtract 0 so
-      // exp2(-inf - (-inf)) never produces NaN.
-      const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      col_scale[jj] = common::exp2_approx(col_max[jj] - offset);
+      const float offset = common::max_offset(new_max);
+      col_scale[jj] = common::rescale_factor(col_max[jj], new_max);
       col_max[jj] = new_max;
       float sum = 0.0f;
 #pragma unroll
