@@ -120,7 +120,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
 
       // ---- publish P and the row factors to WG2 ----
       common::mbarrier_wait(&smem.p_empty, ((block_counter & 1) ^ 1));  // WG2 is done with the previous P
-      Loop::store_p(tSrP, p_dst);
+      Loop::store_p(tSrP, [&](int g) { return p_dst[g]; });
       if (lane % 4 == 0) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {

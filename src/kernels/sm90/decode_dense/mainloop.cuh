@@ -245,17 +245,18 @@ struct Mainloop {
   }
 
   // ---- consumer: P -> shared memory ---------------------------------------------------------------
-  // dst: this thread's four stmatrix row addresses (p_store_addresses). With
-  // the sm90 64x64 accumulator partitioned for SM90_U32x4_STSM_N, stmatrix g
-  // stores P values 8g..8g+7 of the thread's fragment (two per register).
-  template <class TensorP>
-  static __device__ __forceinline__ void store_p(const TensorP& tSrP, const uint32_t (&dst)[4]) {
+  // group_address(g): this thread's shared-window address of stmatrix group g
+  // (p_store_addresses). With the sm90 64x64 accumulator partitioned for
+  // SM90_U32x4_STSM_N, stmatrix g stores P values 8g..8g+7 of the thread's
+  // fragment (two per register).
+  template <class TensorP, class GroupAddress>
+  static __device__ __forceinline__ void store_p(const TensorP& tSrP, const GroupAddress& group_address) {
     using namespace cute;
     static_assert(decltype(size(tSrP))::value == 32, "P fragment of a 64x64 accumulator");
     Tensor tSrP_u32 = recast<uint32_t>(tSrP);  // (16) two P values each
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
-      asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(dst[g]),
+      asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(group_address(g)),
                    "r"(tSrP_u32(4 * g)), "r"(tSrP_u32(4 * g + 1)), "r"(tSrP_u32(4 * g + 2)),
                    "r"(tSrP_u32(4 * g + 3))
                    : "memory");

@@ -208,19 +208,6 @@ struct PairKernel {
     warpgroup_commit_batch();
   }
 
-  // P -> shared memory with stmatrix group g at dst0 ^ (32 g) (see p_dst0 in run()).
-  template <class TensorP>
-  static __device__ __forceinline__ void store_p_xor(const TensorP& tSrP, uint32_t dst0) {
-    using namespace cute;
-    Tensor tSrP_u32 = recast<uint32_t>(tSrP);  // (16) two P values each
-#pragma unroll
-    for (int g = 0; g < 4; ++g) {
-      asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(dst0 ^ uint32_t(32 * g)),
-                   "r"(tSrP_u32(4 * g)), "r"(tSrP_u32(4 * g + 1)), "r"(tSrP_u32(4 * g + 2)), "r"(tSrP_u32(4 * g + 3))
-                   : "memory");
-    }
-  }
-
   // Row max of the block (log2 domain, masked entries -inf), quad-reduced.
   template <class TensorSRowCol>
   static __device__ __forceinline__ float block_row_max(const TensorSRowCol& s_rc, int i, float scale_log2) {
@@ -386,7 +373,7 @@ struct PairKernel {
           // ---- c. P_e relative to this block's max -> sP0 at once (WG1 moves its O_R to the pair's max)
           common::mbarrier_wait(&smem.p_empty, p0_phase ^ 1);  // WG1's previous P_e.V_e,R retired
           p0_phase ^= 1;
-          store_p_xor(tSrP, p_dst0);
+          Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
           common::fence_view_async_shared();
           signal(smem, kP0);
           // ---- d. O_L += P_e.V_e,L; then K0's tiles 0-3 are free
@@ -475,7 +462,7 @@ struct PairKernel {
               common::fence_view_async_shared();
               common::named_barrier_sync(kBarWg1, kWarpgroupThreads);
             }
-            store_p_xor(tSrP, p_dst0);
+            Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
             common::fence_view_async_shared();
             signal(smem, kP1);
             if (!common::warp_rows_unscaled(scale1)) {
