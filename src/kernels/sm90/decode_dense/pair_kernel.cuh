@@ -314,6 +314,8 @@ struct PairKernel {
     uint32_t meet_phase = 0;           // sync_consumers
     while (cur.valid) {
       const int item = cur.item;
+      // NOTE: recomputed rather than kept in the cursor: carrying the whole ItemBlocks in PairCursor
+      // raised the consumers' spill from 44 to 64 bytes at 240 registers (session 14).
       const ItemBlocks blocks = Problem::item_blocks(params, part, item);
       const typename Problem::ItemMask mask = Problem::item_mask(params, blocks, rows);
       // ---- item start: Q (the RoPE tile into registers, its shared memory becomes sP1)
