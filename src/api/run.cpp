@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "api/build_options.h"
 #include "api/validate.h"
 #include "kernels/common/combine/launch.h"
 #include "kernels/common/schedule/launch.h"
@@ -17,6 +18,7 @@ namespace openmla {
 namespace {
 
 // A plan made for other shapes would index the workspace wrongly.
+[[maybe_unused]]  // with both decode families left out (OPENMLA_ENABLE_*)
 Status check_plan_matches(const char* entry, const DecodePlan& plan, int num_items, int rows_per_item,
                           int num_q_groups, int max_length) {
   if (plan.num_items != num_items || plan.rows_per_item != rows_per_item ||
@@ -92,6 +94,8 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
                         size_t workspace_bytes, cudaStream_t stream) {
   constexpr const char* kEntry = "dense_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
+  OPENMLA_RETURN_IF_ERROR(detail::check_dense_decode_built(kEntry, params.shape));
+#if OPENMLA_ENABLE_DENSE_DECODE
   const DenseDecodeShape& shape = params.shape;
   const int rows_per_kv_head = shape.s_q * (shape.h_q / shape.h_kv);
   const int m_tiles = (rows_per_kv_head + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
@@ -111,6 +115,10 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
                                              views.partial_lse, stream);
       },
       stream);
+#else
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream;
+  return Status::internal("dense_decode_run: unreachable (dense decode not built)");
+#endif
 }
 
 Status combine_run(const CombineParams& params, cudaStream_t stream) {
@@ -122,6 +130,8 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
                          size_t workspace_bytes, cudaStream_t stream) {
   constexpr const char* kEntry = "sparse_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode(kEntry, params));
+  OPENMLA_RETURN_IF_ERROR(detail::check_sparse_decode_built(kEntry));
+#if OPENMLA_ENABLE_SPARSE_DECODE
   const SparseDecodeShape& shape = params.shape;
   // Items are (request, query token) pairs; h_q >= 64 splits heads into 64-wide q-groups.
   const int q_groups = sparse_q_groups(shape.h_q);
@@ -138,6 +148,10 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
                                                   views.partial_lse, stream);
       },
       stream);
+#else
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream;
+  return Status::internal("sparse_decode_run: unreachable (sparse decode not built)");
+#endif
 }
 
 Status sparse_prefill_run(const SparsePrefillParams& params, cudaStream_t) {

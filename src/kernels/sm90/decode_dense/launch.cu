@@ -12,6 +12,10 @@
 #include "kernels/sm90/decode_dense/config.h"
 #include "openmla/types.h"
 
+#ifndef OPENMLA_ENABLE_FP16
+#define OPENMLA_ENABLE_FP16 1  // CMake defines it (option OPENMLA_ENABLE_FP16)
+#endif
+
 namespace openmla::kernels::decode_dense {
 namespace {
 
@@ -44,6 +48,10 @@ Status unsupported(const std::string& what) {
 }  // namespace
 
 Status can_implement(const DenseDecodeShape& shape) {
+  if (!OPENMLA_ENABLE_FP16 && shape.kv_dtype == DType::kFP16) {
+    return unsupported("argument 'kv_dtype' = fp16 has no GPU kernel in this build: got OPENMLA_ENABLE_FP16=OFF, "
+                       "expected ON");
+  }
   const bool half_types = shape.kv_dtype == DType::kBF16 || shape.kv_dtype == DType::kFP16;
   if (!half_types || shape.q_dtype != shape.kv_dtype || shape.out_dtype != shape.kv_dtype) {
     return unsupported(std::string("argument 'kv_dtype' has no GPU kernel: got (q, kv, out) = (") +
@@ -132,6 +140,24 @@ Status encode_kv_tensor_map(const DenseDecodeParams& params, int box_tokens, CUt
 }
 
 }  // namespace
+
+#if !OPENMLA_ENABLE_FP16
+// NOTE: built without the FP16 instantiations (OPENMLA_ENABLE_FP16=OFF, their
+// files are not compiled): these stand in for them; can_implement refuses fp16
+// first, so they are never reached.
+template <>
+Status launch_kernel<DType::kFP16, kHeadDimQK>(const KernelParams&, dim3, int, cudaStream_t) {
+  return unsupported("fp16 not built");
+}
+template <>
+Status launch_kernel<DType::kFP16, kHeadDimLatent>(const KernelParams&, dim3, int, cudaStream_t) {
+  return unsupported("fp16 not built");
+}
+template <>
+Status launch_pair_kernel<DType::kFP16>(const KernelParams&, dim3, cudaStream_t) {
+  return unsupported("fp16 not built");
+}
+#endif
 
 Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const PartWork* parts, float* partial_o,
               float* partial_lse, cudaStream_t stream) {
