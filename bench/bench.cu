@@ -2,14 +2,17 @@
 // every timed run, median of --iters >= 20, after --warmup-ms of untimed runs
 // of the same case) and reports each case against the copy bandwidth and bf16
 // GEMM rate measured in the same process, with the SM clock it ran at (NVML).
-//   openmla_bench [--json FILE] [--iters N] [--filter SUBSTRING] [--min-part-cost BLOCKS]
-//                 [--cluster-split 0|1|2|4|8] [--no-flush] [--warmup-ms MS]
-// Cases are listed in dense_cases() and sparse_cases() below; "graph" cases time CUDA-graph replays
-// of a whole decode call (schedule + attention + combine), so host launch
-// overhead is excluded.
+//   openmla_bench --help | --list | [--case SPEC]... [--filter SUBSTRING] [--json FILE] [options]
+// (kUsage below lists every option). The built-in cases are dense_cases() and
+// sparse_cases(); --case SPEC replaces them with shapes from the command line.
+// "graph" cases time CUDA-graph replays of a whole decode call (schedule +
+// attention + combine), so host launch overhead is excluded. The JSON has one
+// object per case with the shape in fields, the figures and the ratios to the
+// ceilings; bench/plot.py turns it into a roofline and a bar chart.
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,13 +20,34 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "openmla/openmla.h"
 
 namespace {
+
+constexpr const char* kUsage =
+    "usage: openmla_bench [options]\n"
+    "  --help                 this text\n"
+    "  --list                 print the cases that would run (after --case / --filter) and exit\n"
+    "  --case SPEC            run this shape instead of the built-in cases (repeatable). SPEC is\n"
+    "                         key=value pairs separated by commas:\n"
+    "                           family=dense,b=4,s_q=1,h_q=128,s_k=4096,page=64,dtype=bf16\n"
+    "                             [,var=1: lengths normal around s_k] [,graph=1: CUDA-graph replays]\n"
+    "                             dtype bf16 or fp16; page 8, 16, 32 or a multiple of 64\n"
+    "                           family=sparse,b=128,s_q=2,h_q=128,topk=2048[,ctx=32768] (FP8 cache, page 64)\n"
+    "  --filter SUBSTRING     only cases whose name contains SUBSTRING\n"
+    "  --json FILE            write the results as JSON (bench/plot.py draws them)\n"
+    "  --iters N              timed runs per case, median reported (N >= 20; default 30)\n"
+    "  --warmup-ms MS         untimed runs of each case before timing (default 200)\n"
+    "  --no-flush             do not flush L2 between timed runs (diagnosis only)\n"
+    "  --min-part-cost BLOCKS planner option: least work per SM part\n"
+    "  --cluster-split C      planner option, dense: 0 auto, 1 never, 2/4/8 always\n";
 
 // Planner options for every case (--min-part-cost tunes how finely small calls split).
 openmla::PlanOptions g_plan_options;
@@ -50,6 +74,13 @@ __global__ void fill_random_bf16(__nv_bfloat16* data, size_t n, uint32_t seed, f
     uint32_t h = uint32_t(i) * 2654435761u ^ seed ^ uint32_t(i >> 32) * 40503u;
     h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
     data[i] = __float2bfloat16((float(h & 0xffffff) / 16777216.f - 0.5f) * scale);
+  }
+}
+
+// The same values as fp16 (the bench's fp16 cases).
+__global__ void bf16_to_fp16(const __nv_bfloat16* in, __half* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    out[i] = __float2half(__bfloat162float(in[i]));
   }
 }
 
@@ -213,10 +244,12 @@ struct DenseCase {
   bool variable_lengths;  // normal around s_k (sd s_k / 2, at least s_q); else exactly s_k
   bool graph;             // time CUDA-graph replays
   int page_size = 64;
+  openmla::DType dtype = openmla::DType::kBF16;  // q, kv and out
   std::string name() const {
     char buf[128];
-    std::snprintf(buf, sizeof buf, "dense b=%d h_q=%d s_q=%d s_k=%d%s%s p=%d", batch, h_q, s_q, s_k,
-                  variable_lengths ? "~" : "", graph ? " graph" : "", page_size);
+    std::snprintf(buf, sizeof buf, "dense b=%d h_q=%d s_q=%d s_k=%d%s%s p=%d%s", batch, h_q, s_q, s_k,
+                  variable_lengths ? "~" : "", graph ? " graph" : "", page_size,
+                  dtype == openmla::DType::kFP16 ? " fp16" : "");
     return buf;
   }
 };
@@ -226,6 +259,8 @@ std::vector<DenseCase> dense_cases() {
   for (int s_k : {4096, 16384})
     for (int h_q : {16, 32, 64, 128})
       for (int s_q : {1, 2}) cases.push_back({128, h_q, s_q, s_k, true, false});
+  // h_q = 8: a 64-head model at TP8.
+  for (int s_k : {4096, 16384}) cases.push_back({128, 8, 1, s_k, true, false});
   // Page sizes against page 64: the memory-bound case and the compute-bound one (pages of fewer than
   // 64 tokens take the main kernel there, page 64 and up the pair kernel).
   for (int page : {16, 32, 128}) cases.push_back({128, 16, 1, 16384, true, false, page});
@@ -236,10 +271,18 @@ std::vector<DenseCase> dense_cases() {
   return cases;
 }
 
+// One case's figures and, for the JSON, its shape in fields.
 struct Result {
   std::string name;
   double us, tflops, gbps;
   double mhz = 0;  // SM clock (Timer::last_mhz)
+  std::string family, dtype;  // "dense" / "sparse"; "bf16", "fp16" or "fp8"
+  int batch = 0, s_q = 0, h_q = 0, page = 0, topk = 0;
+  double s_k = 0;      // dense: mean length used; sparse: the context the indices spread over
+  bool graph = false, variable_lengths = false;
+  std::string kernel;  // the kernel the planner chose ("" until the plan names it)
+  int num_parts = 0, cluster_split = 0;
+  double flops = 0, bytes = 0;  // per call: the roofline's x is flops / bytes
 };
 
 Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Timer& timer, int iters) {
@@ -271,6 +314,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   shape.page_size = c.page_size;
   shape.num_pages = num_pages;
   shape.max_pages_per_seq = max_pages;
+  shape.q_dtype = shape.kv_dtype = shape.out_dtype = c.dtype;
   DecodePlan plan;
   check(plan_dense_decode(shape, device, &plan, g_plan_options), "plan_dense_decode");
 
@@ -294,6 +338,16 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   BENCH_CUDA(cudaMemcpy(d_seqlens, seqlens.data(), seqlens.size() * 4, cudaMemcpyHostToDevice));
   poison_page_tails<<<c.batch, 256>>>(kv, d_table, d_seqlens, max_pages, c.page_size, kHeadDimQK);
   BENCH_CUDA(cudaGetLastError());
+  if (c.dtype == DType::kFP16) {  // same values, converted in place through a scratch copy
+    for (auto [data, n] : {std::pair{q, q_elems}, std::pair{kv, kv_elems}}) {
+      __nv_bfloat16* scratch;
+      BENCH_CUDA(cudaMalloc(&scratch, n * 2));
+      BENCH_CUDA(cudaMemcpy(scratch, data, n * 2, cudaMemcpyDeviceToDevice));
+      bf16_to_fp16<<<4096, 256>>>(scratch, reinterpret_cast<__half*>(data), n);
+      BENCH_CUDA(cudaGetLastError());
+      BENCH_CUDA(cudaFree(scratch));
+    }
+  }
 
   DenseDecodeParams params;
   params.shape = shape;
@@ -346,7 +400,14 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   for (void* p : {(void*)q, (void*)kv, (void*)out, (void*)lse, (void*)d_table, (void*)d_seqlens, workspace}) {
     BENCH_CUDA(cudaFree(p));
   }
-  return Result{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
+  Result r{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
+  r.family = "dense";
+  r.dtype = c.dtype == DType::kFP16 ? "fp16" : "bf16";
+  r.batch = c.batch, r.s_q = c.s_q, r.h_q = c.h_q, r.page = c.page_size, r.s_k = mean_len;
+  r.graph = c.graph, r.variable_lengths = c.variable_lengths;
+  r.num_parts = plan.num_parts, r.cluster_split = plan.cluster_split;
+  r.flops = flops, r.bytes = bytes;
+  return r;
 }
 
 // ---- sparse FP8 decode cases (issue 4) ------------------------------------------------
@@ -365,6 +426,7 @@ std::vector<SparseCase> sparse_cases() {
   for (int batch : {64, 128})
     for (int s_q : {1, 2})
       for (int h_q : {16, 64, 128}) cases.push_back({batch, h_q, s_q, 2048});
+  cases.push_back({128, 8, 1, 2048});  // h_q = 8: a 64-head model at TP8
   return cases;
 }
 
@@ -441,19 +503,102 @@ Result run_sparse_case(const SparseCase& c, const openmla::DeviceInfo& device, T
   const double flops = double(c.batch) * c.s_q * c.h_q * c.topk * 2.0 * (kHeadDimQK + kHeadDimV);
   const double bytes = 2.0 * (double(q_elems) + double(out_elems)) + double(c.batch) * c.s_q * c.topk * kSparseFp8TokenBytes;
   for (void* p : {(void*)q, (void*)out, (void*)cache, (void*)lse, (void*)d_indices, workspace}) BENCH_CUDA(cudaFree(p));
-  return Result{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
+  Result r{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
+  r.family = "sparse";
+  r.dtype = "fp8";
+  r.batch = c.batch, r.s_q = c.s_q, r.h_q = c.h_q, r.page = kPage, r.topk = c.topk, r.s_k = c.context;
+  r.num_parts = plan.num_parts;
+  r.flops = flops, r.bytes = bytes;
+  return r;
+}
+
+// ---- --case SPEC --------------------------------------------------------------------
+// "family=dense,b=4,s_q=1,h_q=128,s_k=4096,page=64,dtype=bf16" -> a case; false with a message on error.
+bool parse_case(const std::string& spec, std::vector<DenseCase>* dense, std::vector<SparseCase>* sparse,
+                std::string* error) {
+  std::map<std::string, std::string> kv;
+  std::stringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      *error = "--case: expected key=value, got '" + item + "'";
+      return false;
+    }
+    kv[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  auto take_int = [&](const char* key, int fallback, int* value) {
+    auto it = kv.find(key);
+    if (it == kv.end()) return (*value = fallback), true;
+    char* end = nullptr;
+    const long parsed = std::strtol(it->second.c_str(), &end, 10);
+    kv.erase(it);
+    if (*end != '\0' || parsed < 0 || parsed > (1 << 30)) {
+      *error = std::string("--case: '") + key + "' must be a non-negative integer";
+      return false;
+    }
+    return (*value = int(parsed)), true;
+  };
+  const std::string family = kv.count("family") ? kv["family"] : "dense";
+  const std::string dtype = kv.count("dtype") ? kv["dtype"] : (family == "sparse" ? "fp8" : "bf16");
+  kv.erase("family");
+  kv.erase("dtype");
+  int batch, s_q, h_q, graph, variable;
+  if (!take_int("b", 1, &batch) || !take_int("s_q", 1, &s_q) || !take_int("h_q", 128, &h_q)) return false;
+  if (family == "dense") {
+    int s_k, page;
+    if (!take_int("s_k", 4096, &s_k) || !take_int("page", 64, &page) || !take_int("graph", 0, &graph) ||
+        !take_int("var", 0, &variable)) {
+      return false;
+    }
+    if (dtype != "bf16" && dtype != "fp16") {
+      *error = "--case: dense dtype must be bf16 or fp16, got '" + dtype + "'";
+      return false;
+    }
+    DenseCase c{batch, h_q, s_q, s_k, variable != 0, graph != 0, page};
+    c.dtype = dtype == "fp16" ? openmla::DType::kFP16 : openmla::DType::kBF16;
+    dense->push_back(c);
+  } else if (family == "sparse") {
+    int topk, context;
+    if (!take_int("topk", 2048, &topk) || !take_int("ctx", 32768, &context)) return false;
+    if (dtype != "fp8") {
+      *error = "--case: sparse dtype is fp8 (the 656-byte cache), got '" + dtype + "'";
+      return false;
+    }
+    sparse->push_back({batch, h_q, s_q, topk, context});
+  } else {
+    *error = "--case: family must be dense or sparse, got '" + family + "'";
+    return false;
+  }
+  if (!kv.empty()) {
+    *error = "--case: unknown key '" + kv.begin()->first + "' for family " + family;
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path, filter;
-  bool flush_l2 = true;
+  bool flush_l2 = true, list_only = false;
   int iters = 30;
   int warmup_ms = -1;  // -1: Timer's default
+  std::vector<DenseCase> custom_dense;
+  std::vector<SparseCase> custom_sparse;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--list") list_only = true;
+    else if (arg == "--case" && i + 1 < argc) {
+      std::string error;
+      if (!parse_case(argv[++i], &custom_dense, &custom_sparse, &error)) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+        return 2;
+      }
+    } else if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (arg == "--iters" && i + 1 < argc) iters = std::max(20, std::atoi(argv[++i]));
     else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (arg == "--min-part-cost" && i + 1 < argc) g_plan_options.min_part_cost = std::atoi(argv[++i]);
@@ -461,10 +606,20 @@ int main(int argc, char** argv) {
     else if (arg == "--no-flush") flush_l2 = false;
     else if (arg == "--warmup-ms" && i + 1 < argc) warmup_ms = std::max(0, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--iters N>=20] [--filter SUBSTRING] [--min-part-cost BLOCKS] [--cluster-split 0|1|2|4|8] [--no-flush] [--warmup-ms MS]\n",
-                   argv[0]);
+      std::fprintf(stderr, "openmla_bench: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
       return 2;
     }
+  }
+  const bool custom = !custom_dense.empty() || !custom_sparse.empty();
+  const std::vector<DenseCase> all_dense = custom ? custom_dense : dense_cases();
+  const std::vector<SparseCase> all_sparse = custom ? custom_sparse : sparse_cases();
+  auto selected = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
+  if (list_only) {  // no GPU needed
+    for (const DenseCase& c : all_dense)
+      if (selected(c.name())) std::printf("%s\n", c.name().c_str());
+    for (const SparseCase& c : all_sparse)
+      if (selected(c.name())) std::printf("%s\n", c.name().c_str());
+    return 0;
   }
   openmla::DeviceInfo device;
   check(openmla::query_device_info(0, &device), "query_device_info");
@@ -488,25 +643,34 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     results.push_back(r);
   };
-  auto selected = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
-  for (const DenseCase& c : dense_cases()) {
+  for (const DenseCase& c : all_dense) {
     if (selected(c.name())) report(run_dense_case(c, device, timer, iters));
   }
-  for (const SparseCase& c : sparse_cases()) {
+  for (const SparseCase& c : all_sparse) {
     if (selected(c.name())) report(run_sparse_case(c, device, timer, iters));
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (f == nullptr) { std::perror(json_path.c_str()); return 1; }
-    std::fprintf(f, "{\n  \"device\": \"%s\", \"num_sms\": %d, \"copy_gbps\": %.1f, \"gemm_tflops\": %.1f,\n",
+    // format 2: the shape in fields (format 1 had only the "case" string).
+    std::fprintf(f, "{\n  \"format\": 2, \"name\": \"OpenMLA\",\n");
+    std::fprintf(f, "  \"device\": \"%s\", \"num_sms\": %d, \"copy_gbps\": %.1f, \"gemm_tflops\": %.1f,\n",
                  prop.name, device.num_sms, copy_gbps, gemm_tflops);
     std::fprintf(f, "  \"copy_sm_mhz\": %.0f, \"gemm_sm_mhz\": %.0f,\n", copy_mhz, gemm_mhz);
-    std::fprintf(f, "  \"iters\": %d, \"warmup_ms\": %d,\n  \"cases\": [\n", iters, timer.warmup_ms);
+    std::fprintf(f, "  \"iters\": %d, \"warmup_ms\": %d, \"l2_flush\": %s,\n  \"cases\": [\n", iters,
+                 timer.warmup_ms, flush_l2 ? "true" : "false");
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      std::fprintf(f, "    {\"case\": \"%s\", \"us\": %.2f, \"tflops\": %.2f, \"gbps\": %.1f, \"copy_ratio\": %.4f, "
-                   "\"gemm_ratio\": %.4f, \"sm_mhz\": %.0f}%s\n", r.name.c_str(), r.us, r.tflops, r.gbps,
-                   r.gbps / copy_gbps, r.tflops / gemm_tflops, r.mhz, i + 1 < results.size() ? "," : "");
+      std::fprintf(f,
+                   "    {\"case\": \"%s\", \"family\": \"%s\", \"dtype\": \"%s\", \"b\": %d, \"s_q\": %d, "
+                   "\"h_q\": %d, \"s_k\": %.1f, \"page\": %d, \"topk\": %d, \"graph\": %s, \"variable_lengths\": %s,\n"
+                   "     \"kernel\": \"%s\", \"num_parts\": %d, \"cluster_split\": %d,\n"
+                   "     \"us\": %.2f, \"tflops\": %.2f, \"gbps\": %.1f, \"flops\": %.6g, \"bytes\": %.6g, "
+                   "\"copy_ratio\": %.4f, \"gemm_ratio\": %.4f, \"sm_mhz\": %.0f}%s\n",
+                   r.name.c_str(), r.family.c_str(), r.dtype.c_str(), r.batch, r.s_q, r.h_q, r.s_k, r.page, r.topk,
+                   r.graph ? "true" : "false", r.variable_lengths ? "true" : "false", r.kernel.c_str(), r.num_parts,
+                   r.cluster_split, r.us, r.tflops, r.gbps, r.flops, r.bytes, r.gbps / copy_gbps,
+                   r.tflops / gemm_tflops, r.mhz, i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);
