@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "api/validate.h"
+#include "validate/validate.h"
 #include "openmla/openmla.h"
 
 namespace openmla {
