@@ -438,7 +438,7 @@ TEST(KernelChoice, DenseShapesPickTheirKernel) {
                           Expect{128, 2, 64, 1, 576, 128, {}, kPairs},
                           Expect{128, 2, 128, 1, 576, 16, {}, kSplit},    // pages smaller than a block
                           Expect{128, 2, 128, 1, 512, 64, {}, kSplit},    // latent-only d_qk
-                          Expect{128, 2, 128, 2, 576, 64, {}, kSplit},    // one tile per KV head
+                          Expect{128, 2, 128, 4, 576, 64, {}, kSplit},    // one tile per KV head
                           Expect{1, 1, 16, 1, 576, 64, {}, kCluster},     // short call: one wave of clusters
                           Expect{1, 1, 16, 1, 576, 64, PlanOptions{.cluster_split = 1}, kSplit},
                           Expect{1, 4, 128, 1, 576, 64, {}, kPairs},
