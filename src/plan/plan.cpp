@@ -62,7 +62,7 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
 }
 
 // Cluster split (DecodeKernel::kDenseColumnSplitCluster) for a dense call. Measured on the
-// H200 (docs/performance.md, 2026-11-30 session 4; graph replays, s_k = 1024):
+// H200 (docs/history/performance-2026-11.md, 2026-11-30 session 4; graph replays, s_k = 1024):
 //   C = 8 helps only one-tile calls of at most 16 query rows per KV head (b = 1,
 //     h_q = 16: 17.6 vs ~19 us); with 64-row tiles the eight-way merge costs
 //     more than it saves (b = 1, h_q = 16, s_q = 4: 26 vs 21 us);
