@@ -62,8 +62,9 @@ def dense_inputs(b, s_q, h_q, s_k, spread, causal, dtype=torch.bfloat16, seed=0)
     seqlens = lengths_around(b, s_k, spread, gen)
     pages_per_seq = (int(seqlens.max()) + PAGE - 1) // PAGE
     num_pages = b * pages_per_seq
-    kv = (torch.randn(num_pages, PAGE, 1, D_QK, generator=gen) * 0.5).to("cuda")
-    q = (torch.randn(b, s_q, h_q, D_QK, generator=gen) * 0.5).to("cuda")
+    cuda_gen = torch.Generator(device="cuda").manual_seed(seed)
+    kv = torch.randn(num_pages, PAGE, 1, D_QK, generator=cuda_gen, device="cuda") * 0.5
+    q = torch.randn(b, s_q, h_q, D_QK, generator=cuda_gen, device="cuda") * 0.5
     block_table = torch.randperm(num_pages, generator=gen).to(torch.int32).view(b, pages_per_seq).cuda()
     x = dict(q=q.to(dtype) if dtype != torch.float8_e4m3fn else q.to(dtype), kv=kv.to(dtype),
              block_table=block_table, seqlens=seqlens.cuda(), causal=causal, b=b, s_q=s_q, h_q=h_q,
@@ -89,21 +90,22 @@ def quantize_tokens(rows: torch.Tensor) -> torch.Tensor:
 
 
 def sparse_inputs(b, s_q, h_q, topk=2048, num_tokens=65536, seed=0) -> dict:
-    gen = torch.Generator().manual_seed(seed)
-    cache = quantize_tokens((torch.randn(num_tokens, D_QK, generator=gen) * 0.5).cuda())
+    cuda_gen = torch.Generator(device="cuda").manual_seed(seed)
+    cache = quantize_tokens(torch.randn(num_tokens, D_QK, generator=cuda_gen, device="cuda") * 0.5)
     cache = cache.view(num_tokens // PAGE, PAGE, 1, TOKEN_BYTES)
-    q = (torch.randn(b, s_q, h_q, D_QK, generator=gen) * 0.5).to(torch.bfloat16).cuda()
-    indices = torch.stack([torch.randperm(num_tokens, generator=gen)[:topk] for _ in range(b * s_q)])
-    return dict(q=q, cache=cache, indices=indices.to(torch.int32).view(b, s_q, topk).cuda(), b=b, s_q=s_q,
+    q = (torch.randn(b, s_q, h_q, D_QK, generator=cuda_gen, device="cuda") * 0.5).to(torch.bfloat16)
+    # distinct random tokens per row: the topk smallest of random keys
+    indices = torch.rand(b * s_q, num_tokens, generator=cuda_gen, device="cuda").topk(topk, dim=1).indices
+    return dict(q=q, cache=cache, indices=indices.to(torch.int32).view(b, s_q, topk), b=b, s_q=s_q,
                 h_q=h_q, topk=topk)
 
 
 def prefill_inputs(s_q, h_q, s_kv, topk=2048, seed=0) -> dict:
-    gen = torch.Generator().manual_seed(seed)
-    q = (torch.randn(s_q, h_q, D_QK, generator=gen) * 0.5).to(torch.bfloat16).cuda()
-    kv = (torch.randn(s_kv, 1, D_QK, generator=gen) * 0.5).to(torch.bfloat16).cuda()
-    indices = torch.stack([torch.randperm(s_kv, generator=gen)[:topk] for _ in range(s_q)])
-    return dict(q=q, kv=kv, indices=indices.to(torch.int32).view(s_q, 1, topk).cuda(), s_q=s_q, h_q=h_q, topk=topk)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = (torch.randn(s_q, h_q, D_QK, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
+    kv = (torch.randn(s_kv, 1, D_QK, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
+    indices = torch.rand(s_q, s_kv, generator=gen, device="cuda").topk(topk, dim=1).indices
+    return dict(q=q, kv=kv, indices=indices.to(torch.int32).view(s_q, 1, topk), s_q=s_q, h_q=h_q, topk=topk)
 
 
 # ---------------------------------------------------------------------------------------------
