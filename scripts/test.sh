@@ -3,6 +3,7 @@
 # label `cpu` runs; with one, pass `gpu` (or `all`) as the first argument.
 # The C++ suites run under ctest, the Python package's under pytest
 # (python/tests, against openmla._C built in ./build: the library compiles once).
+# `all` leaves out the compute-sanitizer entries (label sanitize): `ctest -L sanitize`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -10,7 +11,7 @@ scripts/setup_python.sh
 scripts/build.sh -DOPENMLA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v "${PYTHON:-python3}")"
 label="${1:-cpu}"
 if [ "$label" = "all" ]; then
-  ctest --test-dir build --output-on-failure -j "$(nproc)"
+  ctest --test-dir build --output-on-failure -j "$(nproc)" -LE sanitize  # sanitizers: ctest -L sanitize
   markers=()
 else
   ctest --test-dir build --output-on-failure -j "$(nproc)" -L "$label"

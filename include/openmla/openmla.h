@@ -8,6 +8,8 @@
 
 #include <cstddef>
 
+#include "openmla/capabilities.h"
+#include "openmla/errors.h"
 #include "openmla/params.h"
 #include "openmla/plan.h"
 #include "openmla/schedule.h"

@@ -59,6 +59,32 @@ struct ItemLengths {
   int32_t max_length = 0;            // lengths above this are clamped (never read past it)
 };
 
+// The GPU kernels a decode plan can name. Each says what its 64-row WGMMA tile
+// puts on M and N and how many CTAs cooperate (docs/architecture.md).
+enum class DecodeKernel : int32_t {
+  kNone = 0,  // not planned
+  // Dense: 64 packed query rows on M; two consumer warpgroups split O's 512
+  // columns on every KV block; split-KV schedule and combine.
+  kDenseColumnSplit = 1,
+  // The same kernel run as clusters of cluster_size CTAs per (request, q-group)
+  // that split the request's blocks and merge in distributed shared memory
+  // (short calls; no schedule or combine grid, the workspace goes unused).
+  kDenseColumnSplitCluster = 2,
+  // Dense, compute-bound shapes (d_qk = 576, >= 2 query tiles per KV head, pages
+  // of whole 64-token blocks): the two consumer warpgroups take alternate KV blocks.
+  kDenseAlternateBlocks = 3,
+  // Sparse FP8: 64 tokens on M, the h_q = 8, 16 or 32 heads on N; one CTA per part.
+  kSparseHeadsOnN = 4,
+  // Sparse FP8, h_q = 64: 64 heads on M (the dense consumer warpgroups); one CTA per part.
+  kSparseHeadsOnM = 5,
+  // Sparse FP8, h_q = 128: two 64-head CTAs per part in a cluster, each
+  // dequantising half of every block for both.
+  kSparseHeadsOnMCtaPair = 6,
+};
+
+// "dense_column_split", ... (for logs, the bench and error messages).
+const char* decode_kernel_name(DecodeKernel kernel);
+
 struct DecodePlan {
   int num_items = 0;          // batch (dense) or batch * s_q (sparse)
   int q_tokens_per_item = 1;  // s_q (dense) or 1 (sparse)
@@ -72,12 +98,11 @@ struct DecodePlan {
   // longer than an even cut plus one item's overhead (false when parts are
   // forced, so the split path runs exactly as asked).
   bool whole_item_parts = true;
-  // Dense decode of a short call: C > 1 runs each (request, q-group) as one
-  // thread-block cluster of C CTAs that split its blocks evenly and merge
-  // their pieces through distributed shared memory, in one kernel (no
-  // schedule or combine grid; parts, slots and the workspace go unused).
-  // 0: off (the split-KV schedule above).
-  int cluster_split = 0;
+  // The kernel this plan runs, chosen by the planner from the shape alone
+  // (choose_dense_kernel / choose_sparse_kernel); launchers only switch on it.
+  DecodeKernel kernel = DecodeKernel::kNone;
+  // kDenseColumnSplitCluster: CTAs per cluster (2, 4 or 8); 1 for every other kernel.
+  int cluster_size = 1;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
 };
@@ -106,11 +131,29 @@ constexpr size_t partial_accumulator_bytes(int num_parts, int rows_per_item, int
 // Query rows per CTA (one WGMMA M tile).
 inline constexpr int kQueryRowsPerTile = 64;
 
+// Dense decode packs (query token, head) rows of one KV head into 64-row tiles:
+// rows_per_kv_head = s_q * h_q / h_kv, q-groups = h_kv * ceil(rows / 64).
+// The one place these formulas live (planner, run checks and launcher use them).
+constexpr int dense_rows_per_kv_head(const DenseDecodeShape& shape) {
+  return shape.s_q * (shape.h_q / shape.h_kv);
+}
+constexpr int dense_query_tiles(const DenseDecodeShape& shape) {
+  return (dense_rows_per_kv_head(shape) + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
+}
+constexpr int dense_q_groups(const DenseDecodeShape& shape) { return shape.h_kv * dense_query_tiles(shape); }
+
 // Sparse decode: h_q <= 32 runs in one CTA per part (heads on the WGMMA's N);
 // h_q = 64 and 128 in CTAs of 64 heads (on M), one q-group per 64 heads.
-inline constexpr int kSparseHeadsPerCta = 32;      // narrow kernel's largest head count
-inline constexpr int kSparseWideHeadsPerCta = 64;  // wide kernel's heads per CTA
-constexpr int sparse_q_groups(int h_q) { return h_q <= kSparseHeadsPerCta ? 1 : h_q / kSparseWideHeadsPerCta; }
+inline constexpr int kSparseHeadsOnNMaxHeads = 32;  // largest h_q of kSparseHeadsOnN
+inline constexpr int kSparseHeadsOnMHeadsPerCta = 64;  // heads per CTA of kSparseHeadsOnM(CtaPair)
+constexpr int sparse_q_groups(int h_q) {
+  return h_q <= kSparseHeadsOnNMaxHeads ? 1 : h_q / kSparseHeadsOnMHeadsPerCta;
+}
+
+// The kernel choice, a pure function of the shape (and, for the dense cluster
+// split, of the plan's cluster size): plan_* store it in DecodePlan::kernel.
+DecodeKernel choose_dense_kernel(const DenseDecodeShape& shape, int cluster_size);
+DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape);
 
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
                          const PlanOptions& options = {});

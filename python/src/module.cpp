@@ -171,7 +171,8 @@ void check_plan_matches(const std::string& entry, const DecodePlan& given, const
   if (given.num_items == expected.num_items && given.rows_per_item == expected.rows_per_item &&
       given.num_q_groups == expected.num_q_groups &&
       given.lengths.max_length == expected.lengths.max_length && given.num_parts == expected.num_parts &&
-      given.d_v == expected.d_v && given.cluster_split == expected.cluster_split &&
+      given.d_v == expected.d_v && given.kernel == expected.kernel &&
+      given.cluster_size == expected.cluster_size &&
       given.workspace.total_bytes == expected.workspace.total_bytes) {
     return;
   }
@@ -289,7 +290,8 @@ NB_MODULE(_C, m) {
       .def_ro("num_q_groups", &DecodePlan::num_q_groups)
       .def_ro("num_parts", &DecodePlan::num_parts)
       .def_ro("num_slots", &DecodePlan::num_slots)
-      .def_ro("cluster_split", &DecodePlan::cluster_split)
+      .def_prop_ro("kernel", [](const DecodePlan& p) { return std::string(decode_kernel_name(p.kernel)); })
+      .def_ro("cluster_size", &DecodePlan::cluster_size)
       .def_ro("d_v", &DecodePlan::d_v)
       .def_prop_ro("max_length", [](const DecodePlan& p) { return p.lengths.max_length; })
       .def_prop_ro("workspace_bytes", [](const DecodePlan& p) { return p.workspace.total_bytes; })

@@ -9,13 +9,13 @@
 #include <string_view>
 #include <utility>
 
-#include "api/validate_checks.h"
+#include "openmla/errors.h"
 
 namespace openmla::python {
 
 namespace {
 
-using detail::argument_error;
+
 constexpr StatusCode kInvalid = StatusCode::kInvalidArgument;
 constexpr StatusCode kUnsupported = StatusCode::kNotSupported;
 
@@ -108,7 +108,7 @@ Status check_contiguous(const char* entry, const char* name, const TensorRef& t)
 // Sizes land in int fields of the shape structs.
 Status to_int(const char* entry, const char* name, int64_t value, int* out) {
   if (value > std::numeric_limits<int>::max()) {
-    return argument_error(kUnsupported, entry, name, "is too large", detail::show(name, value),
+    return argument_error(kUnsupported, entry, name, "is too large", show(name, value),
                           std::string(name) + " <= 2147483647");
   }
   *out = static_cast<int>(value);

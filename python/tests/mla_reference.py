@@ -1,7 +1,7 @@
 """float32 torch references for the tests, and builders of random MLA inputs.
 
 Independent of the C++ reference: plain gathers, einsum and logsumexp.
-Conventions (ANCHORS.md): LSE in natural log; an empty row gives out 0 and
+Conventions (include/openmla/params.h): LSE in natural log; an empty row gives out 0 and
 lse +inf (max_logits -inf); attn_sink scales out by 1 / (1 + exp(sink - lse)).
 """
 

@@ -34,7 +34,7 @@ def test_tensor_ref_describes_tensor():
 
 
 def test_dense_plan_never_zero_parts():
-    # FlashMLA's FP8 path computed 0 parts for h_q = 128, s_q >= 67 on 132 SMs (ANCHORS 3).
+    # FlashMLA's FP8 path computed 0 parts for h_q = 128, s_q >= 67 on 132 SMs (a field crash, reproduced on the H200).
     for s_q in (1, 2, 64, 67, 128, 512):
         plan = openmla.DensePlan(batch=4, s_q=s_q, h_q=128, num_pages=256, max_pages_per_seq=64,
                                  device=openmla.DeviceInfo())

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <string>
 
-#include "api/build_options.h"
-#include "api/validate.h"
+#include "api/run_checks.h"
+#include "validate/build_options.h"
+#include "validate/validate.h"
 #include "kernels/common/combine/launch.h"
 #include "kernels/common/schedule/launch.h"
 #include "kernels/common/workspace.h"
@@ -16,22 +17,6 @@
 
 namespace openmla {
 namespace {
-
-// A plan made for other shapes would index the workspace wrongly.
-[[maybe_unused]]  // with both decode families left out (OPENMLA_ENABLE_*)
-Status check_plan_matches(const char* entry, const DecodePlan& plan, int num_items, int rows_per_item,
-                          int num_q_groups, int max_length) {
-  if (plan.num_items != num_items || plan.rows_per_item != rows_per_item ||
-      plan.num_q_groups != num_q_groups || plan.lengths.max_length != max_length || plan.num_parts < 1) {
-    return Status::invalid_argument(
-        std::string(entry) + ": argument 'plan' was made for other shapes: got num_items = " +
-        std::to_string(plan.num_items) + ", rows_per_item = " + std::to_string(plan.rows_per_item) +
-        ", num_q_groups = " + std::to_string(plan.num_q_groups) + ", expected " + std::to_string(num_items) +
-        ", " + std::to_string(rows_per_item) + ", " + std::to_string(num_q_groups) +
-        " (call the matching plan_* with the same shape)");
-  }
-  return Status::ok();
-}
 
 // The steps every split-KV decode family shares: rebuild the schedule from the
 // device-resident lengths, run the family's attention kernel, then the combine
@@ -92,18 +77,11 @@ Status query_device_info(int device, DeviceInfo* info) {
 
 Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan, void* workspace,
                         size_t workspace_bytes, cudaStream_t stream) {
-  constexpr const char* kEntry = "dense_decode_run";
-  OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
-  OPENMLA_RETURN_IF_ERROR(detail::check_dense_decode_built(kEntry, params.shape));
-#if OPENMLA_ENABLE_DENSE_DECODE
+  OPENMLA_RETURN_IF_ERROR(
+      detail::check_dense_decode_run("dense_decode_run", params, plan, workspace, workspace_bytes));
+#if OPENMLA_ENABLE_DENSE_DECODE  // else the check above refused (validate/build_options.h)
   const DenseDecodeShape& shape = params.shape;
-  const int rows_per_kv_head = shape.s_q * (shape.h_q / shape.h_kv);
-  const int m_tiles = (rows_per_kv_head + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
-  OPENMLA_RETURN_IF_ERROR(check_plan_matches(kEntry, plan, shape.batch, shape.s_q * shape.h_q,
-                                             shape.h_kv * m_tiles, shape.max_pages_per_seq * shape.page_size));
-  OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
-  OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::can_implement(shape));
-  if (plan.cluster_split > 1) {
+  if (plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
     // One kernel: each request's clusters split its blocks and merge in shared memory.
     return kernels::decode_dense::launch(params, plan, nullptr, nullptr, nullptr, stream);
   }
@@ -128,17 +106,9 @@ Status combine_run(const CombineParams& params, cudaStream_t stream) {
 
 Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
                          size_t workspace_bytes, cudaStream_t stream) {
-  constexpr const char* kEntry = "sparse_decode_run";
-  OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode(kEntry, params));
-  OPENMLA_RETURN_IF_ERROR(detail::check_sparse_decode_built(kEntry));
-#if OPENMLA_ENABLE_SPARSE_DECODE
-  const SparseDecodeShape& shape = params.shape;
-  // Items are (request, query token) pairs; h_q >= 64 splits heads into 64-wide q-groups.
-  const int q_groups = sparse_q_groups(shape.h_q);
   OPENMLA_RETURN_IF_ERROR(
-      check_plan_matches(kEntry, plan, shape.batch * shape.s_q, shape.h_q, q_groups, shape.topk));
-  OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
-
+      detail::check_sparse_decode_run("sparse_decode_run", params, plan, workspace, workspace_bytes));
+#if OPENMLA_ENABLE_SPARSE_DECODE  // else the check above refused (validate/build_options.h)
   // topk_length is per request (null: every item has topk positions); split
   // items get the attention sink from the combine.
   return run_split_kv(
@@ -156,9 +126,7 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
 
 Status sparse_prefill_run(const SparsePrefillParams& params, cudaStream_t) {
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_prefill("sparse_prefill_run", params));
-  return Status::not_supported(
-      "sparse_prefill_run: the sparse prefill GPU kernel is not implemented yet (use reference_sparse_prefill "
-      "on the CPU)");
+  return detail::check_sparse_prefill_gpu("sparse_prefill_run", params);
 }
 
 }  // namespace openmla

@@ -30,8 +30,12 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
     return fail("num_slots = " + std::to_string(plan.num_slots) + " is not 2 * (num_parts - 1)");
   }
   if (plan.min_part_cost < 1) return fail("min_part_cost = " + std::to_string(plan.min_part_cost) + " < 1");
-  if (plan.cluster_split != 0 && plan.cluster_split != 2 && plan.cluster_split != 4 && plan.cluster_split != 8) {
-    return fail("cluster_split = " + std::to_string(plan.cluster_split) + " is not 0, 2, 4 or 8");
+  const bool clustered = plan.kernel == DecodeKernel::kDenseColumnSplitCluster;
+  if (plan.kernel == DecodeKernel::kNone || (clustered && plan.cluster_size != 2 && plan.cluster_size != 4 &&
+                                             plan.cluster_size != 8) ||
+      (!clustered && plan.cluster_size != 1)) {
+    return fail(std::string("kernel = ") + decode_kernel_name(plan.kernel) + " with cluster_size = " +
+                std::to_string(plan.cluster_size) + " (a cluster of 2, 4 or 8 for the cluster kernel, 1 otherwise)");
   }
   if (plan.num_q_groups < 1 || plan.rows_per_item < 1 || plan.num_items < 1) {
     return fail("num_q_groups, rows_per_item and num_items must be >= 1");

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "api/validate.h"
+#include "validate/validate.h"
 #include "plan/partition.h"
 
 namespace openmla {
@@ -61,8 +61,8 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
                                      plan->rows_per_item, plan->d_v);
 }
 
-// Cluster split (DecodePlan::cluster_split) for a dense call. Measured on the
-// H200 (docs/performance.md, 2026-11-30 session 4; graph replays, s_k = 1024):
+// Cluster split (DecodeKernel::kDenseColumnSplitCluster) for a dense call. Measured on the
+// H200 (docs/history/performance-2026-11.md, 2026-11-30 session 4; graph replays, s_k = 1024):
 //   C = 8 helps only one-tile calls of at most 16 query rows per KV head (b = 1,
 //     h_q = 16: 17.6 vs ~19 us); with 64-row tiles the eight-way merge costs
 //     more than it saves (b = 1, h_q = 16, s_q = 4: 26 vs 21 us);
@@ -108,6 +108,36 @@ Status validate_options(const char* entry, const PlanOptions& options) {
 
 }  // namespace
 
+const char* decode_kernel_name(DecodeKernel kernel) {
+  switch (kernel) {
+    case DecodeKernel::kNone: return "none";
+    case DecodeKernel::kDenseColumnSplit: return "dense_column_split";
+    case DecodeKernel::kDenseColumnSplitCluster: return "dense_column_split_cluster";
+    case DecodeKernel::kDenseAlternateBlocks: return "dense_alternate_blocks";
+    case DecodeKernel::kSparseHeadsOnN: return "sparse_heads_on_n";
+    case DecodeKernel::kSparseHeadsOnM: return "sparse_heads_on_m";
+    case DecodeKernel::kSparseHeadsOnMCtaPair: return "sparse_heads_on_m_cta_pair";
+  }
+  return "unknown";
+}
+
+// NOTE: the alternate-blocks kernel loads whole 64-token blocks (pages must
+// hold whole blocks) and only pays once two or more query tiles share each KV
+// block (compute-bound); the cluster split always runs the column-split kernel.
+DecodeKernel choose_dense_kernel(const DenseDecodeShape& shape, int cluster_size) {
+  if (cluster_size > 1) return DecodeKernel::kDenseColumnSplitCluster;
+  if (shape.d_qk == kHeadDimQK && shape.page_size % kKvBlockTokens == 0 && dense_query_tiles(shape) >= 2) {
+    return DecodeKernel::kDenseAlternateBlocks;
+  }
+  return DecodeKernel::kDenseColumnSplit;
+}
+
+DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape) {
+  if (shape.h_q <= kSparseHeadsOnNMaxHeads) return DecodeKernel::kSparseHeadsOnN;
+  return shape.h_q == kSparseHeadsOnMHeadsPerCta ? DecodeKernel::kSparseHeadsOnM
+                                                 : DecodeKernel::kSparseHeadsOnMCtaPair;
+}
+
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
                          const PlanOptions& options) {
   constexpr const char* kEntry = "plan_dense_decode";
@@ -117,17 +147,16 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
 
   DecodePlan result;
-  const int heads_per_kv = shape.h_q / shape.h_kv;
-  const int rows_per_kv_head = shape.s_q * heads_per_kv;  // packed (token, head) query rows
-  const int m_tiles = (rows_per_kv_head + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
   result.num_items = shape.batch;
   result.q_tokens_per_item = shape.s_q;
   result.rows_per_item = shape.s_q * shape.h_q;
-  result.num_q_groups = shape.h_kv * m_tiles;
+  result.num_q_groups = dense_q_groups(shape);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
   finish_plan(&result, device, options);
-  result.cluster_split = choose_cluster_split(result, rows_per_kv_head, device, options);
+  const int cluster_split = choose_cluster_split(result, dense_rows_per_kv_head(shape), device, options);
+  result.cluster_size = cluster_split > 1 ? cluster_split : 1;
+  result.kernel = choose_dense_kernel(shape, result.cluster_size);
   *plan = result;
   return Status::ok();
 }
@@ -150,6 +179,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
   finish_plan(&result, device, options);
+  result.kernel = choose_sparse_kernel(shape);
   *plan = result;
   return Status::ok();
 }

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "api/validate.h"
+#include "validate/validate.h"
 #include "openmla/reference.h"
 #include "openmla/schedule.h"
 #include "reference/attention_core.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "api/validate.h"
+#include "validate/validate.h"
 #include "openmla/reference.h"
 #include "reference/attention_core.h"
 

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "api/validate.h"
+#include "validate/validate.h"
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
 #include "reference/attention_core.h"

@@ -28,7 +28,7 @@ TEST(DenseDecodeRunEntry, UnsupportedPageSizeIsRefusedBeforeAnyLaunch) {
   config.page_size = 1;  // SGLang's layout: valid, but no GPU kernel yet
   const Status status = run_on_host(config);
   EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
-  EXPECT_NE(status.message().find("dense_decode_run: argument 'page_size' has no GPU kernel: got 1"),
+  EXPECT_NE(status.message().find("dense_decode_run: argument 'page_size' has no GPU kernel: got page_size = 1"),
             std::string::npos)
       << status.message();
 }

@@ -415,8 +415,59 @@ TEST(SchedulerExamples, ShortDenseCallsRunAsClusterSplits) {
                                  .num_pages = e.batch * e.max_pages, .max_pages_per_seq = e.max_pages};
     DecodePlan plan;
     ASSERT_TRUE(plan_dense_decode(shape, device, &plan, e.options).is_ok());
-    EXPECT_EQ(plan.cluster_split, e.cluster_split) << "batch " << e.batch << " s_q " << e.s_q << " h_q " << e.h_q
+    const bool clustered = plan.kernel == DecodeKernel::kDenseColumnSplitCluster;
+    EXPECT_EQ(clustered ? plan.cluster_size : 0, e.cluster_split) << "batch " << e.batch << " s_q " << e.s_q << " h_q " << e.h_q
                                                    << " pages " << e.max_pages;
+  }
+}
+
+// The planner names the kernel; representative shapes of each variant.
+TEST(KernelChoice, DenseShapesPickTheirKernel) {
+  DeviceInfo device;
+  struct Expect {
+    int batch, s_q, h_q, h_kv, d_qk, page_size;
+    PlanOptions options;
+    DecodeKernel kernel;
+  };
+  constexpr DecodeKernel kSplit = DecodeKernel::kDenseColumnSplit;
+  constexpr DecodeKernel kPairs = DecodeKernel::kDenseAlternateBlocks;
+  constexpr DecodeKernel kCluster = DecodeKernel::kDenseColumnSplitCluster;
+  for (const Expect& e : {Expect{128, 1, 16, 1, 576, 64, {}, kSplit},     // one tile per KV head
+                          Expect{128, 1, 64, 1, 576, 64, {}, kSplit},
+                          Expect{128, 1, 128, 1, 576, 64, {}, kPairs},    // two tiles: compute-bound
+                          Expect{128, 2, 64, 1, 576, 128, {}, kPairs},
+                          Expect{128, 2, 128, 1, 576, 16, {}, kSplit},    // pages smaller than a block
+                          Expect{128, 2, 128, 1, 512, 64, {}, kSplit},    // latent-only d_qk
+                          Expect{128, 2, 128, 4, 576, 64, {}, kSplit},    // one tile per KV head
+                          Expect{1, 1, 16, 1, 576, 64, {}, kCluster},     // short call: one wave of clusters
+                          Expect{1, 1, 16, 1, 576, 64, PlanOptions{.cluster_split = 1}, kSplit},
+                          Expect{1, 4, 128, 1, 576, 64, {}, kPairs},
+                          Expect{1, 4, 128, 1, 576, 64, PlanOptions{.cluster_split = 2}, kCluster}}) {
+    const DenseDecodeShape shape{.batch = e.batch, .s_q = e.s_q, .h_q = e.h_q, .h_kv = e.h_kv, .d_qk = e.d_qk,
+                                 .page_size = e.page_size, .num_pages = e.batch * 1024 / e.page_size,
+                                 .max_pages_per_seq = 1024 / e.page_size};
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(shape, device, &plan, e.options).is_ok());
+    EXPECT_EQ(plan.kernel, e.kernel) << "b " << e.batch << " s_q " << e.s_q << " h_q " << e.h_q << " h_kv " << e.h_kv
+                                     << " d_qk " << e.d_qk << " page " << e.page_size << ": got "
+                                     << decode_kernel_name(plan.kernel);
+    EXPECT_EQ(plan.cluster_size > 1, plan.kernel == kCluster);
+  }
+}
+
+TEST(KernelChoice, SparseHeadCountsPickTheirKernel) {
+  DeviceInfo device;
+  const std::pair<int, DecodeKernel> cases[] = {{8, DecodeKernel::kSparseHeadsOnN},
+                                                {16, DecodeKernel::kSparseHeadsOnN},
+                                                {32, DecodeKernel::kSparseHeadsOnN},
+                                                {64, DecodeKernel::kSparseHeadsOnM},
+                                                {128, DecodeKernel::kSparseHeadsOnMCtaPair}};
+  for (const auto& [h_q, kernel] : cases) {
+    const SparseDecodeShape shape{.batch = 4, .s_q = 2, .h_q = h_q, .topk = 2048, .page_size = 64, .num_pages = 64};
+    DecodePlan plan;
+    ASSERT_TRUE(plan_sparse_decode(shape, device, &plan).is_ok());
+    EXPECT_EQ(plan.kernel, kernel) << "h_q " << h_q << ": got " << decode_kernel_name(plan.kernel);
+    EXPECT_EQ(plan.num_q_groups, sparse_q_groups(h_q));
   }
 }
 

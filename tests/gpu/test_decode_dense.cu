@@ -19,8 +19,10 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/common/combine/launch.h"
@@ -70,7 +72,7 @@ void run_case_with(const Case& c, const PlanOptions& options, int* cluster_split
   DecodePlan plan;
   const Status planned = plan_dense_decode(shape, device_info(), &plan, options);
   ASSERT_TRUE(planned.is_ok()) << planned.message();
-  *cluster_split = plan.cluster_split;
+  *cluster_split = plan.kernel == DecodeKernel::kDenseColumnSplitCluster ? plan.cluster_size : 0;
   ItemLengths lengths = plan.lengths;
   lengths.lengths = inputs.seqlens.data();
   HostSchedule schedule;
@@ -118,7 +120,7 @@ void run_case_with(const Case& c, const PlanOptions& options, int* cluster_split
 
   // ---- split items: merge the kernel's partials on the host (a cluster
   // split merges in the kernel and writes out / lse itself) ----
-  if (partial_rows > 0 && plan.cluster_split == 0) {
+  if (partial_rows > 0 && plan.kernel != DecodeKernel::kDenseColumnSplitCluster) {
     ASSERT_CUDA(cudaMemcpy(partial_o.data(), d_partial_o.ptr, partial_o.size() * sizeof(float),
                            cudaMemcpyDeviceToHost));
     ASSERT_CUDA(cudaMemcpy(partial_lse.data(), d_partial_lse.ptr, partial_lse.size() * sizeof(float),
@@ -293,7 +295,7 @@ std::vector<Case> all_cases() {
     test::DenseDecodeConfig d = config(3, 1, 64, 2, 16, false, DType::kFP16, 512);
     d.stride_pad_bytes = 64;
     add("padded", d, PlanOptions{.min_parts = 6});
-    test::DenseDecodeConfig e = config(3, 2, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 700);  // pair kernel
+    test::DenseDecodeConfig e = config(3, 2, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 700);  // alternate blocks
     e.stride_pad_bytes = 32;
     add("padded", e, PlanOptions{.min_parts = 9});
   }
@@ -319,6 +321,41 @@ std::vector<Case> all_cases() {
     add("cluster_padded", d, PlanOptions{.cluster_split = 8});
   }
   return cases;
+}
+
+// The planner picks the kernel from the shape, so a change to its heuristic
+// could silently move every case off a variant. Each group of cases below
+// must still reach the kernels it was written for, in both dtypes.
+TEST(DecodeDenseGpuCoverage, CasesReachEveryKernel) {
+  std::set<std::tuple<std::string, DecodeKernel, DType>> reached;  // (case group, kernel, dtype)
+  for (const Case& c : all_cases()) {
+    const test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(c.config, c.seed);
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(inputs.shape, device_info(), &plan, c.options).is_ok()) << c.name;
+    const std::string group = c.name.substr(0, c.name.find("_b"));
+    reached.emplace(group, plan.kernel, inputs.shape.kv_dtype);
+    reached.emplace("any", plan.kernel, inputs.shape.kv_dtype);
+  }
+  for (DecodeKernel kernel : {DecodeKernel::kDenseColumnSplit, DecodeKernel::kDenseColumnSplitCluster,
+                              DecodeKernel::kDenseAlternateBlocks}) {
+    for (DType dtype : {DType::kBF16, DType::kFP16}) {
+      EXPECT_TRUE(reached.count({"any", kernel, dtype})) << decode_kernel_name(kernel) << " " << dtype_name(dtype);
+    }
+  }
+  const std::tuple<std::string, DecodeKernel, DType> required[] = {
+      {"padded", DecodeKernel::kDenseAlternateBlocks, DType::kBF16},
+      {"padded", DecodeKernel::kDenseColumnSplit, DType::kBF16},
+      {"split", DecodeKernel::kDenseAlternateBlocks, DType::kBF16},
+      {"split", DecodeKernel::kDenseColumnSplit, DType::kFP16},
+      {"lengths", DecodeKernel::kDenseColumnSplit, DType::kBF16},
+      {"cluster", DecodeKernel::kDenseColumnSplitCluster, DType::kFP16},
+      {"nosplit", DecodeKernel::kDenseAlternateBlocks, DType::kFP16},
+  };
+  for (const auto& want : required) {
+    EXPECT_TRUE(reached.count(want)) << std::get<0>(want) << " cases no longer reach "
+                                     << decode_kernel_name(std::get<1>(want)) << " in "
+                                     << dtype_name(std::get<2>(want));
+  }
 }
 
 class DecodeDenseGpu : public ::testing::TestWithParam<Case> {};

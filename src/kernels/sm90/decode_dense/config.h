@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "openmla/capabilities.h"
+#include "openmla/plan.h"
 #include "openmla/schedule.h"
 #include "openmla/status.h"
 #include "openmla/types.h"
@@ -54,11 +56,12 @@ inline constexpr int kSoftmaxPolyPeriod = 4;
 inline constexpr int kMinBoxTokens = 8;
 inline constexpr int kMaxBoxesPerBlock = BLOCK_N / kMinBoxTokens;
 
-// page_size 8, 16, 32 or any multiple of 64.
-constexpr bool page_size_supported(int page_size) {
-  return page_size == 8 || page_size == 16 || page_size == 32 ||
-         (page_size >= 64 && page_size % 64 == 0);
-}
+// The page sizes this box scheme loads are the capability table's
+// (openmla/capabilities.h): 8, 16, 32 or a multiple of 64.
+static_assert(dense_decode_gpu_page_size(kMinBoxTokens) && !dense_decode_gpu_page_size(kMinBoxTokens / 2) &&
+              dense_decode_gpu_page_size(BLOCK_N) && !dense_decode_gpu_page_size(BLOCK_N + kMinBoxTokens),
+              "box tokens = min(page_size, 64) must tile a block on swizzle atoms");
+static_assert(BLOCK_M == kQueryRowsPerTile, "the planner's query tiles are the kernel's M tiles");
 
 // ---- kernel parameters -----------------------------------------------------------------
 // Everything the kernel reads, passed by value as a __grid_constant__ so the

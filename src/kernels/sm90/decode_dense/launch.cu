@@ -1,4 +1,4 @@
-// Host entry of the sm90 dense decode kernel: checks what this kernel supports,
+// Host entry of the sm90 dense decode kernel: checks the plan it was handed,
 // encodes the paged-KV TMA descriptor and dispatches (dtype, d_qk) to one
 // instantiation (instantiations/<combo>.cu).
 #include "kernels/sm90/decode_dense/launch.h"
@@ -41,56 +41,25 @@ EncodeTiledFn encode_tiled_fn() {
   return fn;
 }
 
-Status unsupported(const std::string& what) {
-  return Status::not_supported(std::string(kEntry) + ": " + what);
-}
-
 }  // namespace
-
-Status can_implement(const DenseDecodeShape& shape) {
-  if (!OPENMLA_ENABLE_FP16 && shape.kv_dtype == DType::kFP16) {
-    return unsupported("argument 'kv_dtype' = fp16 has no GPU kernel in this build: got OPENMLA_ENABLE_FP16=OFF, "
-                       "expected ON");
-  }
-  const bool half_types = shape.kv_dtype == DType::kBF16 || shape.kv_dtype == DType::kFP16;
-  if (!half_types || shape.q_dtype != shape.kv_dtype || shape.out_dtype != shape.kv_dtype) {
-    return unsupported(std::string("argument 'kv_dtype' has no GPU kernel: got (q, kv, out) = (") +
-                       dtype_name(shape.q_dtype) + ", " + dtype_name(shape.kv_dtype) + ", " +
-                       dtype_name(shape.out_dtype) +
-                       "), expected (bf16, bf16, bf16) or (fp16, fp16, fp16) (reference_dense_decode also "
-                       "takes fp8 on the CPU)");
-  }
-  if ((shape.d_qk != kHeadDimQK && shape.d_qk != kHeadDimLatent) || shape.d_v != kHeadDimV) {
-    return unsupported("argument 'd_qk' has no GPU kernel: got (d_qk, d_v) = (" + std::to_string(shape.d_qk) +
-                       ", " + std::to_string(shape.d_v) + "), expected (576, 512) or (512, 512)");
-  }
-  if (!page_size_supported(shape.page_size)) {
-    return unsupported("argument 'page_size' has no GPU kernel: got " + std::to_string(shape.page_size) +
-                       ", expected 8, 16, 32 or a multiple of 64 (e.g. 64, 128, 256)");
-  }
-  return Status::ok();
-}
 
 namespace {
 
 Status check_supported(const DenseDecodeParams& params, const DecodePlan& plan, float* partial_o,
                        float* partial_lse) {
   const DenseDecodeShape& shape = params.shape;
-  OPENMLA_RETURN_IF_ERROR(can_implement(shape));
   if (shape.h_kv < 1 || shape.h_q % shape.h_kv != 0) {
     return Status::invalid_argument(std::string(kEntry) + ": h_q = " + std::to_string(shape.h_q) +
                                     " must be a positive multiple of h_kv = " + std::to_string(shape.h_kv));
   }
-  const int rows_per_kv = shape.s_q * (shape.h_q / shape.h_kv);
-  const int num_m_tiles = (rows_per_kv + BLOCK_M - 1) / BLOCK_M;
-  if (plan.num_q_groups != shape.h_kv * num_m_tiles || plan.num_parts < 1 ||
+  if (plan.num_q_groups != dense_q_groups(shape) || plan.num_parts < 1 ||
       plan.rows_per_item != shape.s_q * shape.h_q) {
     return Status::invalid_argument(std::string(kEntry) + ": plan does not match the shape: got num_q_groups = " +
                                     std::to_string(plan.num_q_groups) + ", num_parts = " +
                                     std::to_string(plan.num_parts) + ", expected num_q_groups = " +
-                                    std::to_string(shape.h_kv * num_m_tiles) + " and num_parts >= 1");
+                                    std::to_string(dense_q_groups(shape)) + " and num_parts >= 1");
   }
-  if (plan.cluster_split == 0 && plan.num_slots > 0 && (partial_o == nullptr || partial_lse == nullptr)) {
+  if (plan.kernel != DecodeKernel::kDenseColumnSplitCluster && plan.num_slots > 0 && (partial_o == nullptr || partial_lse == nullptr)) {
     return Status::invalid_argument(std::string(kEntry) + ": plan has " + std::to_string(plan.num_slots) +
                                     " partial slots but partial_o/partial_lse is null");
   }
@@ -143,19 +112,19 @@ Status encode_kv_tensor_map(const DenseDecodeParams& params, int box_tokens, CUt
 
 #if !OPENMLA_ENABLE_FP16
 // NOTE: built without the FP16 instantiations (OPENMLA_ENABLE_FP16=OFF, their
-// files are not compiled): these stand in for them; can_implement refuses fp16
-// first, so they are never reached.
+// files are not compiled): these stand in for them; the capability check
+// (validate/build_options.h) refuses fp16 first, so run() never reaches them.
 template <>
 Status launch_kernel<DType::kFP16, kHeadDimQK>(const KernelParams&, dim3, int, cudaStream_t) {
-  return unsupported("fp16 not built");
+  return Status::not_supported(std::string(kEntry) + ": fp16 kernels not built (OPENMLA_ENABLE_FP16=OFF)");
 }
 template <>
 Status launch_kernel<DType::kFP16, kHeadDimLatent>(const KernelParams&, dim3, int, cudaStream_t) {
-  return unsupported("fp16 not built");
+  return Status::not_supported(std::string(kEntry) + ": fp16 kernels not built (OPENMLA_ENABLE_FP16=OFF)");
 }
 template <>
 Status launch_pair_kernel<DType::kFP16>(const KernelParams&, dim3, cudaStream_t) {
-  return unsupported("fp16 not built");
+  return Status::not_supported(std::string(kEntry) + ": fp16 kernels not built (OPENMLA_ENABLE_FP16=OFF)");
 }
 #endif
 
@@ -189,30 +158,35 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
   kp.s_q = shape.s_q;
   kp.h_q = shape.h_q;
   kp.heads_per_kv = shape.h_q / shape.h_kv;
-  kp.rows_per_kv = shape.s_q * kp.heads_per_kv;
-  kp.num_m_tiles = (kp.rows_per_kv + BLOCK_M - 1) / BLOCK_M;
+  kp.rows_per_kv = dense_rows_per_kv_head(shape);
+  kp.num_m_tiles = dense_query_tiles(shape);
   kp.page_size = shape.page_size;
   kp.max_length = shape.max_pages_per_seq * shape.page_size;
   kp.causal = params.causal ? 1 : 0;
-  kp.cluster_split = plan.cluster_split;
+  const bool clustered = plan.kernel == DecodeKernel::kDenseColumnSplitCluster;
+  kp.cluster_split = clustered ? plan.cluster_size : 0;
 
-  const int cluster = plan.cluster_split > 1 ? plan.cluster_split : 1;
-  const dim3 grid = cluster > 1 ? dim3(unsigned(shape.batch * cluster), unsigned(plan.num_q_groups))
-                                : dim3(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
+  const int cluster = clustered ? plan.cluster_size : 1;
+  const dim3 grid = clustered ? dim3(unsigned(shape.batch * cluster), unsigned(plan.num_q_groups))
+                              : dim3(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
   const bool bf16 = shape.kv_dtype == DType::kBF16;
-  // Two or more 64-row query tiles per KV head make the call compute-bound: the pair kernel
-  // (two consumer warpgroups on alternate blocks) keeps the tensor pipe busier there. It loads
-  // whole 64-token blocks, so pages must hold whole blocks; the cluster split stays on the
-  // main kernel.
-  if (shape.d_qk == kHeadDimQK && shape.page_size % BLOCK_N == 0 && kp.num_m_tiles >= 2 && cluster == 1) {
-    return bf16 ? launch_pair_kernel<DType::kBF16>(kp, grid, stream) : launch_pair_kernel<DType::kFP16>(kp, grid, stream);
+  switch (plan.kernel) {
+    case DecodeKernel::kDenseAlternateBlocks:
+      if (shape.d_qk != kHeadDimQK) break;
+      return bf16 ? launch_pair_kernel<DType::kBF16>(kp, grid, stream) : launch_pair_kernel<DType::kFP16>(kp, grid, stream);
+    case DecodeKernel::kDenseColumnSplit:
+    case DecodeKernel::kDenseColumnSplitCluster:
+      if (shape.d_qk == kHeadDimQK) {
+        return bf16 ? launch_kernel<DType::kBF16, kHeadDimQK>(kp, grid, cluster, stream)
+                    : launch_kernel<DType::kFP16, kHeadDimQK>(kp, grid, cluster, stream);
+      }
+      return bf16 ? launch_kernel<DType::kBF16, kHeadDimLatent>(kp, grid, cluster, stream)
+                  : launch_kernel<DType::kFP16, kHeadDimLatent>(kp, grid, cluster, stream);
+    default: break;
   }
-  if (shape.d_qk == kHeadDimQK) {
-    return bf16 ? launch_kernel<DType::kBF16, kHeadDimQK>(kp, grid, cluster, stream)
-                : launch_kernel<DType::kFP16, kHeadDimQK>(kp, grid, cluster, stream);
-  }
-  return bf16 ? launch_kernel<DType::kBF16, kHeadDimLatent>(kp, grid, cluster, stream)
-              : launch_kernel<DType::kFP16, kHeadDimLatent>(kp, grid, cluster, stream);
+  return Status::invalid_argument(std::string(kEntry) + ": argument 'plan' names kernel " +
+                                  decode_kernel_name(plan.kernel) + ", which does not run this shape (d_qk = " +
+                                  std::to_string(shape.d_qk) + "): expected a plan from plan_dense_decode");
 }
 
 }  // namespace openmla::kernels::decode_dense

@@ -11,9 +11,8 @@
 
 namespace openmla::kernels::decode_dense {
 
-// What this kernel runs (dtypes, head dims, page sizes); checked before any
-// launch so an unsupported call leaves the stream and workspace untouched.
-Status can_implement(const DenseDecodeShape& shape);
+// What it runs (dtypes, head dims, page sizes) is openmla/capabilities.h,
+// checked by the api before any launch.
 
 // Launch the attention kernel: grid (plan.num_q_groups, plan.num_parts).
 //   parts:       [plan.num_parts] device schedule, already filled on `stream`

@@ -29,6 +29,8 @@ static_assert(BLOCK_N == 64, "the schedule's KV block is 64 index positions");
 // part; h_q = 64 and 128 run in the wide kernel (wide_kernel.cuh, 64 heads
 // per CTA on M).
 constexpr bool kernel_supported(int heads) { return heads == 8 || heads == 16 || heads == 32; }
+static_assert(kernel_supported(kSparseHeadsOnNMaxHeads) && !kernel_supported(2 * kSparseHeadsOnNMaxHeads),
+              "the planner's heads-on-N limit is this kernel's largest head count");
 
 // ---- warp roles ---------------------------------------------------------------------------
 // warpgroup 0:    consumer. S^T = K.Q^T, masked online softmax over tokens,

@@ -55,12 +55,22 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
 
   // One CTA per (q-group, part).
   const dim3 grid(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
-  switch (shape.h_q) {
-    case 8: return launch_kernel<8>(kp, grid, stream);
-    case 16: return launch_kernel<16>(kp, grid, stream);
-    case 32: return launch_kernel<32>(kp, grid, stream);
-    default: return launch_wide_kernel(kp, grid, stream);
+  switch (plan.kernel) {
+    case DecodeKernel::kSparseHeadsOnN:
+      switch (shape.h_q) {
+        case 8: return launch_kernel<8>(kp, grid, stream);
+        case 16: return launch_kernel<16>(kp, grid, stream);
+        case 32: return launch_kernel<32>(kp, grid, stream);
+        default: break;
+      }
+      break;
+    case DecodeKernel::kSparseHeadsOnM:
+    case DecodeKernel::kSparseHeadsOnMCtaPair: return launch_wide_kernel(kp, grid, stream);
+    default: break;
   }
+  return Status::invalid_argument("sparse_decode_run: argument 'plan' names kernel " +
+                                  std::string(decode_kernel_name(plan.kernel)) + ", which does not run h_q = " +
+                                  std::to_string(shape.h_q) + ": expected a plan from plan_sparse_decode");
 }
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -35,6 +35,7 @@
 namespace openmla::kernels::decode_sparse_fp8 {
 
 inline constexpr int kWideHeadsPerCta = decode_dense::BLOCK_M;  // 64
+static_assert(kWideHeadsPerCta == kSparseHeadsOnMHeadsPerCta, "the planner's q-groups are the kernel's CTAs");
 // Named barrier: every stage filler (all three warpgroups) has read the raw
 // stage; the producers sync, the consumers only arrive.
 inline constexpr int kBarrierRawFree = 5;

@@ -1,4 +1,4 @@
-// Building blocks for src/api/validate.cpp: one message builder and the
+// Building blocks for src/validate/validate.cpp: one message builder and the
 // range, pointer, alignment and stride checks every family repeats.
 //
 // Every failure reads
@@ -22,19 +22,19 @@
 #include <string>
 #include <string_view>
 
+#include "openmla/errors.h"
 #include "openmla/status.h"
 
 namespace openmla::detail {
 
 // ---- message -----------------------------------------------------------------
-Status argument_error(StatusCode code, const char* entry, std::string_view name,
-                      std::string_view problem, std::string_view got, std::string_view expected);
+// argument_error and show (openmla/errors.h) build every message.
+using openmla::argument_error;
+using openmla::show;
 
 // "name = value" pieces for the `got` part of a message.
-std::string show(std::string_view name, int64_t value);
 std::string show_float(std::string_view name, double value);
 std::string show_pointer(std::string_view name, const void* pointer);
-std::string show(std::string_view name, std::string_view value);
 
 // ---- scalars -------------------------------------------------------------------
 // lo <= value <= hi; the two codes say which side is malformed and which merely

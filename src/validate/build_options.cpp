@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Refusals for families and dtypes that the build left out (OPENMLA_ENABLE_*).
-#include "api/build_options.h"
+#include "validate/build_options.h"
 
 #include <string>
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What this build of the library holds: the CMake options OPENMLA_ENABLE_*
 // (families and dtypes; all ON by default) arrive as compile definitions.
-// can_implement and run both ask here, so they agree on what was left out.
+// The capability checks (capabilities.cpp) ask here first, so can_implement and
+// run agree on what was left out.
 #pragma once
 
 #include "openmla/params.h"

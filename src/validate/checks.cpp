@@ -1,11 +1,38 @@
-// Shared checks for argument validation; see validate_checks.h.
-#include "api/validate_checks.h"
+// Shared checks for argument validation; see checks.h.
+#include "validate/checks.h"
 
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
+
+namespace openmla {
+
+// ---- message (openmla/errors.h) ------------------------------------------------
+Status argument_error(StatusCode code, const char* entry, std::string_view name,
+                      std::string_view problem, std::string_view got, std::string_view expected) {
+  std::string message(entry ? entry : "openmla");
+  message += ": argument '";
+  message += name;
+  message += "' ";
+  message += problem;
+  message += ": got ";
+  message += got;
+  message += ", expected ";
+  message += expected;
+  return Status(code, std::move(message));
+}
+
+std::string show(std::string_view name, int64_t value) {
+  return std::string(name) + " = " + std::to_string(value);
+}
+
+std::string show(std::string_view name, std::string_view value) {
+  return std::string(name) + " = " + std::string(value);
+}
+
+}  // namespace openmla
 
 namespace openmla::detail {
 
@@ -22,25 +49,7 @@ std::string join(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-// ---- message -----------------------------------------------------------------
-Status argument_error(StatusCode code, const char* entry, std::string_view name,
-                      std::string_view problem, std::string_view got, std::string_view expected) {
-  std::string message(entry ? entry : "openmla");
-  message += ": argument '";
-  message += name;
-  message += "' ";
-  message += problem;
-  message += ": got ";
-  message += got;
-  message += ", expected ";
-  message += expected;
-  return Status(code, std::move(message));
-}
-
-std::string show(std::string_view name, int64_t value) {
-  return join(name, " = ") + std::to_string(value);
-}
-
+// ---- message pieces ------------------------------------------------------------
 std::string show_float(std::string_view name, double value) {
   // %g prints "nan"/"inf"; normalise the sign of NaN so messages are stable.
   if (std::isnan(value)) return join(name, " = nan");
@@ -56,9 +65,6 @@ std::string show_pointer(std::string_view name, const void* pointer) {
   return join(name, " = ") + buf;
 }
 
-std::string show(std::string_view name, std::string_view value) {
-  return join(name, " = ") + std::string(value);
-}
 
 // ---- scalars -------------------------------------------------------------------
 Status check_range(const char* entry, std::string_view name, int64_t value, int64_t lo, int64_t hi,

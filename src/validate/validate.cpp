@@ -1,14 +1,14 @@
-// Argument validation for every public entry; see api/validate.h for the
-// contract and api/validate_checks.h for the message shape and status codes.
+// Argument validation for every public entry; see validate/validate.h for the
+// contract and validate/checks.h for the message shape and status codes.
 // Order inside each family: shape (sizes, dtypes, index-space limits), then
 // pointers, then strides and alignment, then scalars, so the first message is
 // about the most basic mistake.
-#include "api/validate.h"
+#include "validate/validate.h"
 
 #include <cstdint>
 #include <limits>
 
-#include "api/validate_checks.h"
+#include "validate/checks.h"
 
 namespace openmla::detail {
 

@@ -3,7 +3,7 @@
 //   "dense_decode_run: argument 'h_q' must be a multiple of h_kv: got h_q = 100, h_kv = 3,
 //    expected h_q % h_kv == 0"
 // The planner calls the *_shape checks; can_implement, run and the CPU
-// reference call the full checks.
+// reference call the full checks. This layer depends on the public headers only.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +26,13 @@ Status validate_sparse_decode(const char* entry, const SparseDecodeParams& param
 Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& params);
 
 Status validate_combine(const char* entry, const CombineParams& params);
+
+// The GPU capability table (openmla/capabilities.h): what the sm90 kernels
+// run of the calls the checks above accept. *_can_implement and *_run call
+// these after the argument checks, so the two always agree.
+Status check_dense_decode_gpu(const char* entry, const DenseDecodeShape& shape);
+Status check_sparse_decode_gpu(const char* entry, const SparseDecodeShape& shape);
+Status check_sparse_prefill_gpu(const char* entry, const SparsePrefillParams& params);
 
 // The workspace handed to run(): non-null when the plan needs bytes, aligned to
 // kWorkspaceAlignment, at least plan.workspace.total_bytes.

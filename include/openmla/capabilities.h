@@ -1,0 +1,34 @@
+// What the sm90 GPU kernels run: the one capability table that
+// *_can_implement and *_run both answer from (src/validate/capabilities.cpp
+// turns it into messages). The CPU reference runs every call the argument
+// checks accept; the GPU kernels run the subset below.
+#pragma once
+
+#include "openmla/types.h"
+
+namespace openmla {
+
+// ---- dense decode ------------------------------------------------------------------
+// Q, KV and out share one dtype: bf16 or fp16 (fp8 KV: CPU reference only for now).
+constexpr bool dense_decode_gpu_dtype(DType q, DType kv, DType out) {
+  return (kv == DType::kBF16 || kv == DType::kFP16) && q == kv && out == kv;
+}
+// d_qk 576 (latent + RoPE) or 512 (latent only), d_v 512.
+constexpr bool dense_decode_gpu_head_dims(int d_qk, int d_v) {
+  return (d_qk == kHeadDimQK || d_qk == kHeadDimLatent) && d_v == kHeadDimV;
+}
+// A 64-token block is 64 / min(page_size, 64) TMA boxes, each starting on a
+// 1024-byte swizzle atom (8 rows): page sizes 8, 16, 32 or a multiple of 64.
+constexpr bool dense_decode_gpu_page_size(int page_size) {
+  return page_size == 8 || page_size == 16 || page_size == 32 || (page_size >= 64 && page_size % 64 == 0);
+}
+
+// ---- sparse decode (656-byte FP8 cache) ---------------------------------------------
+// Every call the argument checks accept (h_q 8, 16, 32, 64, 128; topk a multiple of 64).
+inline constexpr bool kSparseDecodeGpu = true;
+
+// ---- sparse prefill --------------------------------------------------------------------
+// No GPU kernel yet: CPU reference only.
+inline constexpr bool kSparsePrefillGpu = false;
+
+}  // namespace openmla
