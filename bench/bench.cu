@@ -281,7 +281,7 @@ struct Result {
   double s_k = 0;      // dense: mean length used; sparse: the context the indices spread over
   bool graph = false, variable_lengths = false;
   std::string kernel;  // the kernel the planner chose ("" until the plan names it)
-  int num_parts = 0, cluster_split = 0;
+  int num_parts = 0, cluster_size = 1;  // the plan's SM parts; CTAs per cluster (dense cluster split)
   double flops = 0, bytes = 0;  // per call: the roofline's x is flops / bytes
 };
 
@@ -405,7 +405,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   r.dtype = c.dtype == DType::kFP16 ? "fp16" : "bf16";
   r.batch = c.batch, r.s_q = c.s_q, r.h_q = c.h_q, r.page = c.page_size, r.s_k = mean_len;
   r.graph = c.graph, r.variable_lengths = c.variable_lengths;
-  r.num_parts = plan.num_parts, r.cluster_split = plan.cluster_split;
+  r.num_parts = plan.num_parts, r.cluster_size = plan.cluster_split > 1 ? plan.cluster_split : 1;
   r.flops = flops, r.bytes = bytes;
   return r;
 }
@@ -664,12 +664,12 @@ int main(int argc, char** argv) {
       std::fprintf(f,
                    "    {\"case\": \"%s\", \"family\": \"%s\", \"dtype\": \"%s\", \"b\": %d, \"s_q\": %d, "
                    "\"h_q\": %d, \"s_k\": %.1f, \"page\": %d, \"topk\": %d, \"graph\": %s, \"variable_lengths\": %s,\n"
-                   "     \"kernel\": \"%s\", \"num_parts\": %d, \"cluster_split\": %d,\n"
+                   "     \"kernel\": \"%s\", \"num_parts\": %d, \"cluster_size\": %d,\n"
                    "     \"us\": %.2f, \"tflops\": %.2f, \"gbps\": %.1f, \"flops\": %.6g, \"bytes\": %.6g, "
                    "\"copy_ratio\": %.4f, \"gemm_ratio\": %.4f, \"sm_mhz\": %.0f}%s\n",
                    r.name.c_str(), r.family.c_str(), r.dtype.c_str(), r.batch, r.s_q, r.h_q, r.s_k, r.page, r.topk,
                    r.graph ? "true" : "false", r.variable_lengths ? "true" : "false", r.kernel.c_str(), r.num_parts,
-                   r.cluster_split, r.us, r.tflops, r.gbps, r.flops, r.bytes, r.gbps / copy_gbps,
+                   r.cluster_size, r.us, r.tflops, r.gbps, r.flops, r.bytes, r.gbps / copy_gbps,
                    r.tflops / gemm_tflops, r.mhz, i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");

@@ -15,54 +15,98 @@ writes PREFIX_roofline.png and PREFIX_bars.png (PREFIX defaults to RESULTS witho
 A comparison JSON (--compare, repeatable) holds a peer's figures for some of the same cases:
     {"name": "FlashMLA", "cases": [{"case": "<the bench's case name>", "us": 172.8}, ...]}
 Each case gives any one of "us", "tflops" or "gbps"; the others follow from our case's FLOPs and
-bytes (the same work). Peers are drawn as hollow markers joined to ours, and as bars beside ours.
+bytes (the same work). bench/compare.py's --json output works too (one peer per library it timed);
+cases are matched by shape, whatever the form of their names. Peers are drawn as hollow markers
+joined to ours, and as bars beside ours. NOTE: a peer's figure compares only when it was timed the
+same way (graph replay or not, L2 flushed, same GPU); compare.py times every library in one process.
 
 Reads the bench's format 2 (shape in fields) and format 1 (shape only in the "case" string, as
-in docs/bench/ before format 2), so old runs plot too.
+in docs/bench/ before format 2), and bench/compare.py's output (OpenMLA's figures and its peers),
+so older runs plot too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 from pathlib import Path
 
 # ---- loading ---------------------------------------------------------------------------------
 
-_CASE_NAME = re.compile(
-    r"^(?P<family>dense|sparse) b=(?P<b>\d+) h_q=(?P<h_q>\d+) s_q=(?P<s_q>\d+)"
-    r"(?: s_k=(?P<s_k>\d+)(?P<var>~)?)?(?: topk=(?P<topk>\d+))?(?: ctx=(?P<ctx>\d+))?"
-    r"(?P<graph> graph)?(?: p=(?P<page>\d+))?(?: (?P<dtype>fp16|bf16))?$"
-)
-
-
 def fields_from_name(name: str) -> dict:
-    """The shape fields of a format-1 case name ("dense b=128 h_q=16 s_q=1 s_k=4096~ p=64")."""
-    match = _CASE_NAME.match(name)
-    if match is None:
+    """The shape fields of a case name: the bench's ("dense b=128 h_q=16 s_q=1 s_k=4096~ p=64",
+    "sparse b=128 h_q=8 s_q=1 topk=2048 ctx=32768") or bench/compare.py's ("dense b=1 h_q=16 s_q=4
+    s_k=1024 causal", "fp8 dense ...", "sparse b=64 h_q=8 s_q=1 topk=2048 (peer padded to 64)")."""
+    words = name.split(" (")[0].split()
+    dtype = None
+    if words and words[0] == "fp8":
+        dtype, words = "fp8", words[1:]
+    if not words or words[0] not in ("dense", "sparse"):
         return {}
-    g = match.groupdict()
-    sparse = g["family"] == "sparse"
-    return {
-        "family": g["family"],
-        "dtype": g["dtype"] or ("fp8" if sparse else "bf16"),
-        "b": int(g["b"]),
-        "h_q": int(g["h_q"]),
-        "s_q": int(g["s_q"]),
-        "s_k": float(g["ctx"] if sparse and g["ctx"] else g["s_k"] or 0),
-        "page": int(g["page"] or 64),
-        "topk": int(g["topk"] or 0),
-        "graph": bool(g["graph"]),
-        "variable_lengths": bool(g["var"]),
-    }
+    family, values, flags = words[0], {}, set()
+    for word in words[1:]:
+        key, sep, value = word.partition("=")
+        if sep:
+            values[key] = value
+        else:
+            flags.add(word)
+    try:
+        s_k_text = values.get("s_k", "0")
+        sparse = family == "sparse"
+        return {
+            "family": family,
+            "dtype": dtype or ("fp8" if sparse else "fp16" if "fp16" in flags else "bf16"),
+            "b": int(values["b"]),
+            "h_q": int(values["h_q"]),
+            "s_q": int(values["s_q"]),
+            "s_k": float(values.get("ctx", 0) if sparse else s_k_text.rstrip("~")),
+            "page": int(values.get("p", 64)),
+            "topk": int(values.get("topk", 0)),
+            "graph": "graph" in flags,
+            "variable_lengths": s_k_text.endswith("~"),
+        }
+    except (KeyError, ValueError):
+        return {}
+
+
+def match_key(name: str) -> tuple | None:
+    """What two runs of the same work share, whatever the tool named it (dense: the nominal s_k)."""
+    f = fields_from_name(name)
+    if not f:
+        return None
+    s_k = 0 if f["family"] == "sparse" else f["s_k"]
+    return (f["family"], f["dtype"], f["b"], f["h_q"], f["s_q"], s_k, f["variable_lengths"], f["topk"], f["page"])
+
+
+# bench/compare.py names the libraries it timed beside OpenMLA.
+PEER_NAMES = {"flash_mla": "FlashMLA", "vllm_fp8": "vLLM FP8 fork"}
+
+
+def is_compare_json(data: dict) -> bool:
+    """bench/compare.py's output: {"info": {...}, "cases": [{"name", "group", "<library>": {...}}]}."""
+    return "info" in data and all("name" in c for c in data.get("cases", []))
+
+
+def bench_from_compare(data: dict) -> dict:
+    """OpenMLA's figures of a bench/compare.py JSON in the bench's format (ceilings from its info)."""
+    info = data["info"]
+    cases = []
+    for case in data["cases"]:
+        ours = case.get("openmla", {})
+        if "us" not in ours or not fields_from_name(case["name"]):
+            continue
+        cases.append({"case": case["name"], "us": ours["us"], "tflops": ours["tflops"], "gbps": ours["gbps"]})
+    return {"name": "OpenMLA", "device": info.get("device", "?"), "copy_gbps": info["copy_gbps"],
+            "gemm_tflops": info["bf16_gemm_tflops"], "cases": cases}
 
 
 def load_bench(path: str | Path) -> dict:
-    """The bench JSON with every case in format 2 (fields filled from the name when missing)."""
+    """The bench JSON with every case in format 2 (fields filled from the name when missing).
+    A bench/compare.py JSON is read as OpenMLA's figures from it."""
     data = json.loads(Path(path).read_text())
+    if is_compare_json(data):
+        data = bench_from_compare(data)
     for key in ("copy_gbps", "gemm_tflops", "cases"):
         if key not in data:
             raise ValueError(f"{path}: not an openmla_bench JSON: no '{key}'")
@@ -77,29 +121,44 @@ def load_bench(path: str | Path) -> dict:
     return data
 
 
-def load_peer(path: str | Path, ours: dict) -> dict:
-    """A comparison JSON matched to our cases by name: {case name: {"us", "tflops", "gbps"}}."""
-    data = json.loads(Path(path).read_text())
-    by_name = {case["case"]: case for case in ours["cases"]}
+def _peer_figures(path, name: str, entries: list[tuple[str, dict]], ours: dict) -> dict:
+    """{our case name: {"us", "tflops", "gbps"}} from (peer case name, figures) pairs matched by shape."""
+    by_key = {match_key(case["case"]): case for case in ours["cases"]}
     matched = {}
-    for case in data.get("cases", []):
-        mine = by_name.get(case.get("case"))
+    for peer_name, figures in entries:
+        mine = by_key.get(match_key(peer_name))
         if mine is None:
             continue
-        if "us" in case:
-            us = float(case["us"])
-        elif "tflops" in case:
-            us = mine["flops"] / (float(case["tflops"]) * 1e12) * 1e6
-        elif "gbps" in case:
-            us = mine["bytes"] / (float(case["gbps"]) * 1e9) * 1e6
+        if "us" in figures:
+            us = float(figures["us"])
+        elif "tflops" in figures:
+            us = mine["flops"] / (float(figures["tflops"]) * 1e12) * 1e6
+        elif "gbps" in figures:
+            us = mine["bytes"] / (float(figures["gbps"]) * 1e9) * 1e6
         else:
-            raise ValueError(f"{path}: case '{case['case']}' has none of us, tflops, gbps")
+            raise ValueError(f"{path}: case '{peer_name}' has none of us, tflops, gbps")
         matched[mine["case"]] = {
             "us": us,
             "tflops": mine["flops"] / (us * 1e-6) / 1e12,
             "gbps": mine["bytes"] / (us * 1e-6) / 1e9,
         }
-    return {"name": data.get("name", Path(path).stem), "cases": matched}
+    return {"name": name, "cases": matched}
+
+
+def load_peers(path: str | Path, ours: dict) -> list[dict]:
+    """A comparison JSON's peers, each {"name", "cases": {our case name: figures}}, matched to our
+    cases by shape (the names may differ in form). Either a plain list of a peer's figures,
+    {"name": ..., "cases": [{"case": ..., "us" | "tflops" | "gbps": ...}]}, or bench/compare.py's
+    output (one peer per library it timed beside OpenMLA)."""
+    data = json.loads(Path(path).read_text())
+    if is_compare_json(data):
+        libraries = sorted({lib for case in data["cases"] for lib, r in case.items()
+                            if isinstance(r, dict) and "us" in r and lib != "openmla"})
+        return [_peer_figures(path, PEER_NAMES.get(lib, lib),
+                              [(c["name"], c[lib]) for c in data["cases"] if "us" in c.get(lib, {})], ours)
+                for lib in libraries]
+    entries = [(case["case"], case) for case in data.get("cases", [])]
+    return [_peer_figures(path, data.get("name", Path(path).stem), entries, ours)]
 
 
 # ---- figures ---------------------------------------------------------------------------------
@@ -233,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     if not data["cases"]:
         print(f"plot.py: no case of {args.bench_json} matches '{args.filter}'", file=sys.stderr)
         return 1
-    peers = [load_peer(path, data) for path in args.compare]
+    peers = [peer for path in args.compare for peer in load_peers(path, data)]
+    if not args.compare and is_compare_json(json.loads(Path(args.bench_json).read_text())):
+        peers = load_peers(args.bench_json, data)  # compare.py's own peers
     prefix = Path(args.out) if args.out else Path(args.bench_json).with_suffix("")
     prefix.parent.mkdir(parents=True, exist_ok=True)
     roofline = prefix.parent / f"{prefix.name}_roofline.png"

@@ -32,7 +32,7 @@ def test_plot_writes_roofline_and_bars_with_a_peer(tmp_path):
 def test_peer_figures_follow_from_our_work():
     plot = load_plot_module()
     ours = plot.load_bench(DATA / "bench_h200_format2.json")
-    peer = plot.load_peer(DATA / "bench_peer_flashmla.json", ours)
+    (peer,) = plot.load_peers(DATA / "bench_peer_flashmla.json", ours)
     assert peer["name"] == "FlashMLA" and len(peer["cases"]) == 16
     case = "dense b=128 h_q=128 s_q=2 s_k=16384~ p=64"  # given as 664 TFLOP/s
     assert abs(peer["cases"][case]["tflops"] - 664) < 1e-6
@@ -48,3 +48,36 @@ def test_format_1_case_names_give_the_shape():
     fields = plot.fields_from_name("sparse b=128 h_q=8 s_q=1 topk=2048 ctx=32768")
     assert (fields["family"], fields["dtype"], fields["topk"], fields["s_k"]) == ("sparse", "fp8", 2048, 32768.0)
     assert plot.fields_from_name("dense b=4 h_q=8 s_q=1 s_k=4096~ p=16 fp16")["dtype"] == "fp16"
+
+
+def test_compare_py_output_is_matched_by_shape(tmp_path):
+    """bench/compare.py's JSON (made up figures here): peers per library, names in its own form."""
+    import json
+
+    plot = load_plot_module()
+    ours = plot.load_bench(DATA / "bench_h200_format2.json")
+    compare = {
+        "info": {"device": "test", "copy_gbps": 4000.0, "bf16_gemm_tflops": 700.0},
+        "cases": [
+            {"group": "dense_long", "name": "dense b=128 h_q=128 s_q=2 s_k=16384~ causal",
+             "openmla": {"us": 2000.0, "tflops": 550.0, "gbps": 1100.0},
+             "flash_mla": {"us": 1800.0, "tflops": 610.0, "gbps": 1200.0}},
+            {"group": "sparse_narrow", "name": "sparse b=128 h_q=16 s_q=2 topk=2048 (peer padded to 64)",
+             "openmla": {"us": 170.0, "tflops": 100.0, "gbps": 2000.0},
+             "flash_mla": {"us": 400.0, "tflops": 40.0, "gbps": 900.0}},
+            {"group": "prefill", "name": "prefill s_q=4096 s_kv=8192 h_q=128 topk=2048",
+             "flash_mla": {"us": 900.0, "tflops": 500.0, "gbps": 100.0}},
+        ],
+    }
+    path = tmp_path / "compare.json"
+    path.write_text(json.dumps(compare))
+    (peer,) = plot.load_peers(path, ours)
+    assert peer["name"] == "FlashMLA"
+    assert set(peer["cases"]) == {"dense b=128 h_q=128 s_q=2 s_k=16384~ p=64",
+                                  "sparse b=128 h_q=16 s_q=2 topk=2048 ctx=32768"}
+    assert peer["cases"]["dense b=128 h_q=128 s_q=2 s_k=16384~ p=64"]["us"] == 1800.0
+    # As the main input: OpenMLA's figures from it, its peers drawn beside them.
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "plot.py"), str(path), "--out",
+                             str(tmp_path / "cmp")], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "2 cases, FlashMLA: 2" in result.stdout
