@@ -280,7 +280,7 @@ struct Result {
   int batch = 0, s_q = 0, h_q = 0, page = 0, topk = 0;
   double s_k = 0;      // dense: mean length used; sparse: the context the indices spread over
   bool graph = false, variable_lengths = false;
-  std::string kernel;  // the kernel the planner chose ("" until the plan names it)
+  std::string kernel;  // the kernel the planner chose (decode_kernel_name(plan.kernel))
   int num_parts = 0, cluster_size = 1;  // the plan's SM parts; CTAs per cluster (dense cluster split)
   double flops = 0, bytes = 0;  // per call: the roofline's x is flops / bytes
 };
@@ -405,7 +405,8 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   r.dtype = c.dtype == DType::kFP16 ? "fp16" : "bf16";
   r.batch = c.batch, r.s_q = c.s_q, r.h_q = c.h_q, r.page = c.page_size, r.s_k = mean_len;
   r.graph = c.graph, r.variable_lengths = c.variable_lengths;
-  r.num_parts = plan.num_parts, r.cluster_size = plan.cluster_split > 1 ? plan.cluster_split : 1;
+  r.kernel = decode_kernel_name(plan.kernel);
+  r.num_parts = plan.num_parts, r.cluster_size = plan.cluster_size;
   r.flops = flops, r.bytes = bytes;
   return r;
 }
@@ -507,6 +508,7 @@ Result run_sparse_case(const SparseCase& c, const openmla::DeviceInfo& device, T
   r.family = "sparse";
   r.dtype = "fp8";
   r.batch = c.batch, r.s_q = c.s_q, r.h_q = c.h_q, r.page = kPage, r.topk = c.topk, r.s_k = c.context;
+  r.kernel = decode_kernel_name(plan.kernel);
   r.num_parts = plan.num_parts;
   r.flops = flops, r.bytes = bytes;
   return r;
