@@ -5,6 +5,7 @@
 #  2. FetchContent, no parent build type, the kernel families off, GoogleTest
 #     unfindable: configure, build everything the consumer gets, check that no
 #     OpenMLA test/bench/demo binary was made, run the consumer.
+#  3. OPENMLA_ENABLE_FP16=OFF: no fp16_* object, and the dense dispatch compiles.
 # Usage: check_subproject.sh <openmla build dir> <openmla source dir>
 set -euo pipefail
 build_dir="$1"; source_dir="$2"
@@ -41,4 +42,17 @@ if [ -n "$extra" ]; then
   echo "OpenMLA as a subproject built more than the library:"; echo "$extra"; exit 1
 fi
 "$scratch/fetch/consumer"
+
+# OPENMLA_ENABLE_FP16=OFF: the dense dispatch compiles without the fp16 instantiations
+# (its stand-ins name the kernel templates, so a rename must reach them too).
+echo "== FP16 off: compile the dense dispatch"
+cmake -S "$source_dir/tests/subproject" -B "$scratch/nofp16" "${args[@]}" -DCONSUME_WITH=add_subdirectory \
+      -DOPENMLA_ENABLE_FP16=OFF -DOPENMLA_ENABLE_SPARSE_DECODE=OFF >"$scratch/nofp16.log" 2>&1 ||
+  { cat "$scratch/nofp16.log"; exit 1; }
+if ninja -C "$scratch/nofp16" -t targets all | grep -q '/fp16_[^/]*\.cu\.o:'; then
+  echo "OPENMLA_ENABLE_FP16=OFF still compiles fp16_* instantiations"; exit 1
+fi
+dispatch="$(ninja -C "$scratch/nofp16" -t targets all | sed -n 's#^\(.*decode_dense/launch\.cu\.o\): .*#\1#p')"
+[ -n "$dispatch" ] || { echo "no decode_dense/launch.cu object to compile"; exit 1; }
+ninja -C "$scratch/nofp16" "$dispatch" >"$scratch/nofp16_build.log" 2>&1 || { cat "$scratch/nofp16_build.log"; exit 1; }
 echo "subproject: ok"
