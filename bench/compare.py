@@ -405,6 +405,7 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--json", default="")
     parser.add_argument("--plot", default="")
+    parser.add_argument("--commit", default="", help="commit to record (default: git rev-parse of the checkout)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("compare.py: no CUDA device", file=sys.stderr)
@@ -412,8 +413,8 @@ def main() -> int:
     groups = set(args.groups.split(","))
     cases = [c for c in build_cases() if c.group in groups and args.filter in c.name]
     info = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "iters": args.iters,
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip(), **ceilings()}
+            "commit": args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                    text=True).stdout.strip(), **ceilings()}
     print("# " + json.dumps(info), flush=True)
     run(cases, args.iters)
     result = {"info": info, "summary": summary(cases),
