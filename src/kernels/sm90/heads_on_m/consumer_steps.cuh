@@ -11,8 +11,6 @@
 #include <cstdint>
 
 #include "kernels/common/barriers.cuh"
-#include "kernels/common/online_softmax.cuh"
-#include "kernels/common/tma.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/sm90/heads_on_m/config.h"
 #include "kernels/sm90/heads_on_m/traits.h"
