@@ -227,7 +227,7 @@ std::vector<DenseCase> dense_cases() {
     for (int h_q : {16, 32, 64, 128})
       for (int s_q : {1, 2}) cases.push_back({128, h_q, s_q, s_k, true, false});
   // Page sizes against page 64: the memory-bound case and the compute-bound one (pages of fewer than
-  // 64 tokens take the main kernel there, page 64 and up the pair kernel).
+  // 64 tokens take the column-split kernel there, page 64 and up the alternate-blocks kernel).
   for (int page : {16, 32, 128}) cases.push_back({128, 16, 1, 16384, true, false, page});
   for (int page : {16, 32, 128}) cases.push_back({128, 128, 2, 16384, true, false, page});
   for (int batch : {1, 32, 128})
