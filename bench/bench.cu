@@ -262,7 +262,7 @@ std::vector<DenseCase> dense_cases() {
   // h_q = 8: a 64-head model at TP8.
   for (int s_k : {4096, 16384}) cases.push_back({128, 8, 1, s_k, true, false});
   // Page sizes against page 64: the memory-bound case and the compute-bound one (pages of fewer than
-  // 64 tokens take the main kernel there, page 64 and up the pair kernel).
+  // 64 tokens take the column-split kernel there, page 64 and up the alternate-blocks kernel).
   for (int page : {16, 32, 128}) cases.push_back({128, 16, 1, 16384, true, false, page});
   for (int page : {16, 32, 128}) cases.push_back({128, 128, 2, 16384, true, false, page});
   for (int batch : {1, 32, 128})

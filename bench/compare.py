@@ -386,7 +386,7 @@ def plot(cases: List[Case], path: str) -> None:
     rows = [(n, o, p) for n, o, p in rows if p]
     if not rows:
         return
-    fig, ax = plt.subplots(figsize=(10, 0.28 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(12, 0.28 * len(rows) + 1.5))
     speeds = [p / o for _, o, p in rows]
     ax.barh(range(len(rows)), speeds, color=["tab:green" if s >= 1 else "tab:red" for s in speeds])
     ax.axvline(1.0, color="black", linewidth=0.8)
@@ -395,7 +395,7 @@ def plot(cases: List[Case], path: str) -> None:
     ax.set_xlabel("speed = peer time / OpenMLA time (> 1: OpenMLA faster)")
     ax.set_title(f"OpenMLA vs peers, {torch.cuda.get_device_name()}, graph replay, L2 flushed")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
 
 
 def main() -> int:
@@ -405,6 +405,7 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--json", default="")
     parser.add_argument("--plot", default="")
+    parser.add_argument("--commit", default="", help="commit to record (default: git rev-parse of the checkout)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("compare.py: no CUDA device", file=sys.stderr)
@@ -412,8 +413,8 @@ def main() -> int:
     groups = set(args.groups.split(","))
     cases = [c for c in build_cases() if c.group in groups and args.filter in c.name]
     info = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "iters": args.iters,
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip(), **ceilings()}
+            "commit": args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                    text=True).stdout.strip(), **ceilings()}
     print("# " + json.dumps(info), flush=True)
     run(cases, args.iters)
     result = {"info": info, "summary": summary(cases),

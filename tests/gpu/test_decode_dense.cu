@@ -272,8 +272,8 @@ std::vector<Case> all_cases() {
     c.seqlens = {0, 0, 1, 63, 64, 65, 0, 127, 128, 129};
     add("lengths", c);
     add("lengths", c, PlanOptions{.min_parts = 13});
-    // The same edges at page 16 on a two-tile shape (four boxes a block; main kernel today, the
-    // shape the pair kernel would take if small pages move to it).
+    // The same edges at page 16 on a two-tile shape (four boxes a block; column-split kernel today,
+    // the shape the alternate-blocks kernel would take if small pages move to it).
     test::DenseDecodeConfig p = config(10, 2, 64, 1, 16, true);
     p.seqlens = {0, 0, 1, 15, 16, 17, 0, 63, 64, 129};
     add("lengths", p);
@@ -370,7 +370,8 @@ TEST(DecodeDenseGpuLimits, RejectsUnsupportedPageSize) {
   test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(config(1, 1, 16, 1, 24, false), 3);
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(inputs.shape, device_info(), &plan).is_ok());
-  const Status status = kernels::decode_dense::launch(inputs.params(), plan, nullptr, nullptr, nullptr, nullptr);
+  // The capability table refuses it before run touches the stream or the workspace.
+  const Status status = dense_decode_run(inputs.params(), plan, nullptr, 0, nullptr);
   EXPECT_EQ(status.code(), StatusCode::kNotSupported);
   EXPECT_NE(status.message().find("page_size"), std::string::npos) << status.message();
 }

@@ -184,7 +184,7 @@ std::vector<Case> all_cases() {
     add("h128_topk_length_sink", config, {}, 18);
   }
   {
-    // Crossover pairs with s_q = 4, a page size that is not a power of two
+    // CTA pairs (kSparseHeadsOnMCtaPair) with s_q = 4, a page size that is not a power of two
     // and padded strides (page stride above page_size * 656 bytes).
     auto config = make_config(2, 4, 128, 448, 48, 24);
     config.use_topk_length = true;
@@ -246,7 +246,7 @@ std::vector<Case> all_cases() {
     config.negative_fraction = 0.15;
     add("h64_mostly_invalid", config, {}, 28);
   }
-  // Wide-head kernel (h_q = 64 / 128): every index invalid, one-token pages
+  // Heads-on-M kernels (h_q = 64 / 128): every index invalid, one-token pages
   // with a long topk, and many short items with zero lengths in few parts.
   {
     auto config = make_config(2, 2, 128, 192, 64, 6);
@@ -446,7 +446,7 @@ TEST(DecodeSparseGpu, BigBatchWorkspaceBound) {
 
 // ---------------------------------------------------------------------------
 // CUDA graph: capture once, replay with new indices and topk_length; one
-// head count per kernel (narrow, wide, crossover cluster pairs).
+// head count per kernel (heads on N, heads on M, heads-on-M CTA pairs).
 // ---------------------------------------------------------------------------
 class DecodeSparseGraph : public ::testing::TestWithParam<int> {};
 

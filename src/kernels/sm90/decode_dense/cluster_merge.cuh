@@ -1,4 +1,4 @@
-// In-kernel merge of a cluster-split dense decode call (DecodePlan::cluster_split).
+// In-kernel merge of a cluster-split dense decode call (DecodeKernel::kDenseColumnSplitCluster).
 //
 // The C CTAs of a cluster share one (request, q-group): CTA rank r attends to
 // blocks [r nb / C, (r + 1) nb / C) of the request's nb blocks (a "piece",
@@ -28,8 +28,7 @@
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/decode_dense/config.h"
-#include "kernels/sm90/decode_dense/epilogue.cuh"
-#include "kernels/sm90/decode_dense/traits.h"
+#include "kernels/sm90/decode_dense/rows_and_blocks.cuh"
 
 namespace openmla::kernels::decode_dense {
 
@@ -45,7 +44,8 @@ struct ClusterMerge {
 
   // The merge buffer reuses Q and the K/V stages, contiguous from the start
   // of SharedStorage; both are dead once the two consumer warpgroups have
-  // passed kBarrierConsumers after their last product.
+  // passed barrier_ids::kHeadsOnMConsumers after their last product
+  // (heads_on_m/consumers.cuh).
   static constexpr size_t kBufferBytes = size_t(BLOCK_M) * kMergeRowElems * sizeof(Element);
   static_assert(offsetof(SharedStorage, q) == 0 && offsetof(SharedStorage, kv) == sizeof(SharedStorage::q),
                 "Q and the K/V stages are one region");

@@ -1,5 +1,5 @@
-// Tile constants, warp roles and the kernel's parameter block for the sm90
-// dense decode kernel (BF16/FP16 paged KV). Host-and-device; no CuTe here so
+// Tile constants, warp roles and the kernels' parameter block for the sm90
+// dense decode kernels (BF16/FP16 paged KV). Host-and-device; no CuTe here so
 // launch.cu stays light. Design: docs/kernels/decode_dense.md.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/sm90/heads_on_m/config.h"
 #include "openmla/capabilities.h"
 #include "openmla/plan.h"
 #include "openmla/schedule.h"
@@ -17,38 +18,29 @@
 namespace openmla::kernels::decode_dense {
 
 // ---- tiles --------------------------------------------------------------------------
-inline constexpr int BLOCK_M = 64;                // packed query rows per CTA (one WGMMA M)
-inline constexpr int BLOCK_N = kKvBlockTokens;     // KV tokens per pipeline stage
-inline constexpr int HEAD_DIM_V = kHeadDimV;       // 512
-inline constexpr int HEAD_DIM_V_HALF = HEAD_DIM_V / 2;  // O columns per consumer warpgroup
-inline constexpr int kChunkCols = 64;             // 128-byte swizzle row = one TMA box width
-inline constexpr int kNumStages = 2;              // K/V ring depth (72 KB a stage at d_qk 576)
-static_assert(BLOCK_N == 64, "the schedule's KV block is 64 tokens");
+// The heads-on-M tile's (heads_on_m/config.h): 64 packed query rows per CTA,
+// 64-token K/V stages, two consumer warpgroups of 256 O columns each.
+using heads_on_m::BLOCK_M;
+using heads_on_m::BLOCK_N;
+using heads_on_m::HEAD_DIM_V;
+using heads_on_m::HEAD_DIM_V_HALF;
+using heads_on_m::kChunkCols;
+inline constexpr int kNumStages = 2;  // K/V ring depth (72 KB a stage at d_qk 576)
 
 // ---- warp roles --------------------------------------------------------------------
 // warpgroup 0: producer. warp 0 issues the K/V TMA loads (all lanes); warps
 //              1-3 gather Q rows with cp.async (one tile per item).
 // warpgroup 1: S = Q.K^T, online softmax, O[:, 0:256) += P.V (P in registers), P -> smem (for WG2)
 // warpgroup 2: O[:, 256:512) += P.V with P from smem
-inline constexpr int kWarpgroupThreads = 128;
-inline constexpr int kNumWarpgroups = 3;
-inline constexpr int kNumThreads = kNumWarpgroups * kWarpgroupThreads;
+// Named barriers: kernels/common/named_barriers.h.
+using heads_on_m::kNumThreads;
+using heads_on_m::kNumWarpgroups;
+using heads_on_m::kWarpgroupThreads;
 inline constexpr int kQLoadWarps = 3;
 inline constexpr int kQLoadThreads = kQLoadWarps * 32;
 inline constexpr int kProducerRegs = 40;   // setmaxnreg after the role split
 inline constexpr int kConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 65536
 static_assert(kWarpgroupThreads * kProducerRegs + 2 * kWarpgroupThreads * kConsumerRegs <= 65536);
-
-// Named barriers (0 is __syncthreads).
-// The P handoff between WG1 and WG2 uses the mbarriers p_full / p_empty
-// (every thread arrives, so each thread's smem accesses are released).
-inline constexpr int kBarrierSoftmaxWg = 3; // inside WG1 only
-inline constexpr int kBarrierConsumers = 4; // WG1 + WG2, before the cluster merge reuses the K/V stages
-
-// Every 4th exponential of WG1's softmax runs on the FMA pipe (exp2_poly):
-// -0.9% cycles at h_q = 128, s_q = 2 (measured 2026-11-30, after P.V_left was
-// issued ahead of the P publish; before that reorder it made no difference).
-inline constexpr int kSoftmaxPolyPeriod = 4;
 
 // ---- paged KV ------------------------------------------------------------------------
 // A 64-token block is loaded as 64 / box_tokens TMA boxes per 64-column chunk,
@@ -98,11 +90,14 @@ struct KernelParams {
   int cluster_split;    // C > 1: blockIdx.x = request * C + rank, blockIdx.y = q-group (DecodePlan)
 };
 
-// One instantiation per (dtype, d_qk): instantiations/<combo>.cu.
+// The column-split kernel (column_split_kernel.cuh; DecodeKernel::kDenseColumnSplit
+// and kDenseColumnSplitCluster, cluster > 1): one instantiation per (dtype, d_qk),
+// instantiations/<dtype>_d<d_qk>_column_split.cu.
 template <DType kDType, int kHeadDimQK>
-Status launch_kernel(const KernelParams& params, dim3 grid, int cluster, cudaStream_t stream);
-// The pair kernel (pair_kernel.cuh), d_qk = 576 only; same instantiation files.
+Status launch_column_split_kernel(const KernelParams& params, dim3 grid, int cluster, cudaStream_t stream);
+// The alternate-blocks kernel (alternate_blocks_kernel.cuh; DecodeKernel::kDenseAlternateBlocks),
+// d_qk = 576 only: instantiations/<dtype>_d576_alternate_blocks.cu.
 template <DType kDType>
-Status launch_pair_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+Status launch_alternate_blocks_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::decode_dense

@@ -1,6 +1,6 @@
-// Host entry of the sm90 dense decode kernel: checks the plan it was handed,
-// encodes the paged-KV TMA descriptor and dispatches (dtype, d_qk) to one
-// instantiation (instantiations/<combo>.cu).
+// Host entry of the sm90 dense decode kernels: checks the plan it was handed,
+// encodes the paged-KV TMA descriptor and dispatches the plan's kernel and
+// (dtype, d_qk) to one instantiation (instantiations/<dtype>_d<d_qk>_<kernel>.cu).
 #include "kernels/sm90/decode_dense/launch.h"
 
 #include <cuda.h>
@@ -173,15 +173,16 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
   switch (plan.kernel) {
     case DecodeKernel::kDenseAlternateBlocks:
       if (shape.d_qk != kHeadDimQK) break;
-      return bf16 ? launch_pair_kernel<DType::kBF16>(kp, grid, stream) : launch_pair_kernel<DType::kFP16>(kp, grid, stream);
+      return bf16 ? launch_alternate_blocks_kernel<DType::kBF16>(kp, grid, stream)
+                  : launch_alternate_blocks_kernel<DType::kFP16>(kp, grid, stream);
     case DecodeKernel::kDenseColumnSplit:
     case DecodeKernel::kDenseColumnSplitCluster:
       if (shape.d_qk == kHeadDimQK) {
-        return bf16 ? launch_kernel<DType::kBF16, kHeadDimQK>(kp, grid, cluster, stream)
-                    : launch_kernel<DType::kFP16, kHeadDimQK>(kp, grid, cluster, stream);
+        return bf16 ? launch_column_split_kernel<DType::kBF16, kHeadDimQK>(kp, grid, cluster, stream)
+                    : launch_column_split_kernel<DType::kFP16, kHeadDimQK>(kp, grid, cluster, stream);
       }
-      return bf16 ? launch_kernel<DType::kBF16, kHeadDimLatent>(kp, grid, cluster, stream)
-                  : launch_kernel<DType::kFP16, kHeadDimLatent>(kp, grid, cluster, stream);
+      return bf16 ? launch_column_split_kernel<DType::kBF16, kHeadDimLatent>(kp, grid, cluster, stream)
+                  : launch_column_split_kernel<DType::kFP16, kHeadDimLatent>(kp, grid, cluster, stream);
     default: break;
   }
   return Status::invalid_argument(std::string(kEntry) + ": argument 'plan' names kernel " +

@@ -1,24 +1,8 @@
-// What the consumer warpgroups (consumers.cuh) need to know about one kind of
-// call: which query rows a tile holds, which blocks an item has, which scores
-// to mask, the final row factors and where results go. DenseProblem is the
-// paged BF16/FP16 cache; the sparse FP8 wide-head kernel supplies its own
-// (decode_sparse_fp8/wide_problem.cuh) and reuses the same consumers.
-//
-// A problem type provides:
-//   using Params;                        kernel parameter block (has partial_o,
-//                                        partial_lse, scale_log2)
-//   kMayClusterSplit, clustered(params)  in-kernel cluster merge (dense only)
-//   item_blocks(params, part, item)      ItemBlocks of the part's item
-//   query_row(params, q_group, row)      QueryRow of tile row `row`
-//   ItemMask item_mask(...)              per-item masking state
-//   fill_stage(...)                      WG1 / WG2, before waiting for a stage:
-//                                        their share of filling it (if any)
-//   prepare_stage(...)                   WG1, before S: fix up the stage
-//   release_stage(smem, stage)           lane 0 of each consumer warp, after its
-//                                        last read of the stage
-//   mask_scores(...)                     -inf for keys a row must not see
-//   row_norm(...)                        factor of the final O row
-//   out_row / lse_entry / partial_row    where a row's results go
+// DenseProblem: the paged BF16/FP16 decode call as a Problem of the shared
+// heads-on-M consumer warpgroups (the contract: heads_on_m/problem.cuh). Tile
+// rows are packed (query token, head) pairs of one KV head; causal masking;
+// results to out / lse or, for split items, partial_o / partial_lse; the
+// cluster split's pieces go to the in-kernel merge (cluster_merge.cuh).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -27,29 +11,14 @@
 #include <cmath>
 
 #include "kernels/common/barriers.cuh"
+#include "kernels/common/named_barriers.h"
+#include "kernels/sm90/decode_dense/cluster_merge.cuh"
 #include "kernels/sm90/decode_dense/config.h"
-#include "kernels/sm90/decode_dense/mainloop.cuh"
+#include "kernels/sm90/decode_dense/rows_and_blocks.cuh"
+#include "kernels/sm90/heads_on_m/consumer_steps.cuh"
+#include "kernels/sm90/heads_on_m/problem.cuh"
 
 namespace openmla::kernels::decode_dense {
-
-// The two query rows one consumer thread owns (rows r and r + 8 of the tile).
-struct QueryRow {
-  int tile_row;  // 0..63
-  bool real;     // false for padding rows past the tile's rows
-  int s;         // query token (0 when the item is one token)
-  int head;      // query head
-};
-
-__device__ __forceinline__ QueryRow make_query_row(const KernelParams& params, int kv_head, int m_tile,
-                                                   int tile_row) {
-  QueryRow row;
-  row.tile_row = tile_row;
-  const int packed = m_tile * BLOCK_M + tile_row;
-  row.real = packed < params.rows_per_kv;
-  row.s = row.real ? packed / params.heads_per_kv : 0;
-  row.head = kv_head * params.heads_per_kv + (row.real ? packed % params.heads_per_kv : 0);
-  return row;
-}
 
 template <class Traits>
 struct DenseProblem {
@@ -59,6 +28,14 @@ struct DenseProblem {
   static constexpr bool kMayClusterSplit = true;
 
   static __device__ __forceinline__ bool clustered(const Params& params) { return params.cluster_split > 1; }
+
+  // One consumer warpgroup's O half of this CTA's piece -> the merge buffer.
+  template <class TensorORowCol>
+  static __device__ __forceinline__ void stash_piece_o(SharedStorage& smem, const TensorORowCol& tOrO_rc,
+                                                       const QueryRow (&rows)[2], const float (&norm)[2],
+                                                       int col_offset, int lane) {
+    ClusterMerge<Traits>::stash_o(smem, tOrO_rc, rows, norm, col_offset, lane);
+  }
 
   static __device__ __forceinline__ ItemBlocks item_blocks(const Params& params, const PartWork& part, int item) {
     return decode_dense::item_blocks(params, part, item);
@@ -99,9 +76,9 @@ struct DenseProblem {
                                                        Element* stage_base, int block, int thread) {
     const int valid = block_valid_tokens(mask.length, block);
     if (valid < BLOCK_N) {
-      Mainloop<Traits>::zero_tail_rows(stage_base, valid, thread);
+      heads_on_m::ConsumerSteps<Traits>::zero_tail_rows(stage_base, valid, thread);
       common::fence_view_async_shared();
-      common::named_barrier_sync(kBarrierSoftmaxWg, kWarpgroupThreads);
+      common::named_barrier_sync(barrier_ids::kDenseSoftmaxWarpgroup, kWarpgroupThreads);
     }
   }
 
@@ -113,7 +90,7 @@ struct DenseProblem {
   static __device__ __forceinline__ void mask_scores(const ItemMask& mask, const SharedStorage&, int,
                                                      TensorSRowCol& tSrS_rc, int lane, int block) {
     if ((block + 1) * BLOCK_N > mask.unmasked_end) {
-      Mainloop<Traits>::mask_scores(tSrS_rc, lane, block * BLOCK_N, mask.row_limit);
+      heads_on_m::ConsumerSteps<Traits>::mask_scores(tSrS_rc, lane, block * BLOCK_N, mask.row_limit);
     }
   }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/sm90/heads_on_m/config.h"
 #include "openmla/plan.h"
 #include "openmla/schedule.h"
 #include "openmla/status.h"
@@ -25,9 +26,9 @@ inline constexpr int kChunkCols = 64;           // one 128-byte swizzle row of b
 inline constexpr int kNumStages = 2;            // bf16 K/V ring depth (72 KB a stage)
 static_assert(BLOCK_N == 64, "the schedule's KV block is 64 index positions");
 
-// The narrow kernel (this file's tiles) runs h_q = 8, 16, 32 in one CTA per
-// part; h_q = 64 and 128 run in the wide kernel (wide_kernel.cuh, 64 heads
-// per CTA on M).
+// The heads-on-N kernel (this file's tiles; heads_on_n_kernel.cuh) runs
+// h_q = 8, 16, 32 in one CTA per part; h_q = 64 and 128 run in the heads-on-M
+// kernels (heads_on_m_kernel.cuh, 64 heads per CTA on M).
 constexpr bool kernel_supported(int heads) { return heads == 8 || heads == 16 || heads == 32; }
 static_assert(kernel_supported(kSparseHeadsOnNMaxHeads) && !kernel_supported(2 * kSparseHeadsOnNMaxHeads),
               "the planner's heads-on-N limit is this kernel's largest head count");
@@ -55,8 +56,12 @@ inline constexpr int kProducerRegs = 136;
 static_assert(kConsumerRegs + 2 * kProducerRegs <= kNumWarpgroups * kEntryRegs,
               "register reconfiguration must be balanced");
 
-// Named barriers (0 is __syncthreads).
-inline constexpr int kBarrierConsumer = 1;  // the consumer warpgroup's own reductions and P^T publish
+// Named barriers: kernels/common/named_barriers.h.
+
+// ---- heads-on-M kernels (h_q = 64, 128) ----------------------------------------------------
+// The shared heads-on-M tile (heads_on_m/): 64 heads of one query token on M.
+inline constexpr int kHeadsOnMHeadsPerCta = heads_on_m::BLOCK_M;  // 64
+static_assert(kHeadsOnMHeadsPerCta == kSparseHeadsOnMHeadsPerCta, "the planner's q-groups are the kernel's CTAs");
 
 // ---- kernel parameters -------------------------------------------------------------------
 struct KernelParams {
@@ -89,11 +94,14 @@ struct KernelParams {
   int h_q;
 };
 
-// h_q = 64 / 128: the wide-head kernel (wide_kernel.cuh), grid (h_q / 64, parts).
-Status launch_wide_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
-
-// One instantiation per heads-per-CTA of the narrow kernel: instantiations/*.cu.
+// DecodeKernel::kSparseHeadsOnN: one instantiation per heads per CTA,
+// instantiations/heads_on_n_<heads>.cu.
 template <int kHeadsPerCta>
-Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+Status launch_heads_on_n_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+// DecodeKernel::kSparseHeadsOnM (h_q = 64), grid (1, parts): instantiations/heads_on_m.cu.
+Status launch_heads_on_m_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+// DecodeKernel::kSparseHeadsOnMCtaPair (h_q = 128), grid (2, parts) in clusters of 2:
+// instantiations/heads_on_m_cta_pair.cu.
+Status launch_heads_on_m_cta_pair_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::decode_sparse_fp8

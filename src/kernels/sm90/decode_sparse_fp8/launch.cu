@@ -1,5 +1,6 @@
-// Host side of the sm90 sparse FP8 decode kernel: params -> KernelParams, and
-// the one place the head count becomes a template parameter.
+// Host side of the sm90 sparse FP8 decode kernels: params -> KernelParams, and
+// the one switch over the plan's kernel (and, for heads-on-N, the one place
+// the head count becomes a template parameter).
 #include "kernels/sm90/decode_sparse_fp8/launch.h"
 
 #include <algorithm>
@@ -17,9 +18,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
               float* partial_o, float* partial_lse, cudaStream_t stream) {
   const SparseDecodeShape& shape = params.shape;
-  const bool wide = shape.h_q == 64 || shape.h_q == 128;
-  const bool narrow = shape.h_q == 8 || shape.h_q == 16 || shape.h_q == 32;
-  if (!(wide || narrow) || plan.num_q_groups != sparse_q_groups(shape.h_q)) {
+  const bool heads_on_m = shape.h_q == 64 || shape.h_q == 128;
+  const bool heads_on_n = shape.h_q == 8 || shape.h_q == 16 || shape.h_q == 32;
+  if (!(heads_on_m || heads_on_n) || plan.num_q_groups != sparse_q_groups(shape.h_q)) {
     return Status::not_supported("decode_sparse_fp8: h_q = " + std::to_string(shape.h_q) +
                                  " has no kernel; supported: 8, 16, 32, 64, 128");
   }
@@ -58,14 +59,18 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
   switch (plan.kernel) {
     case DecodeKernel::kSparseHeadsOnN:
       switch (shape.h_q) {
-        case 8: return launch_kernel<8>(kp, grid, stream);
-        case 16: return launch_kernel<16>(kp, grid, stream);
-        case 32: return launch_kernel<32>(kp, grid, stream);
+        case 8: return launch_heads_on_n_kernel<8>(kp, grid, stream);
+        case 16: return launch_heads_on_n_kernel<16>(kp, grid, stream);
+        case 32: return launch_heads_on_n_kernel<32>(kp, grid, stream);
         default: break;
       }
       break;
     case DecodeKernel::kSparseHeadsOnM:
-    case DecodeKernel::kSparseHeadsOnMCtaPair: return launch_wide_kernel(kp, grid, stream);
+      if (shape.h_q != kHeadsOnMHeadsPerCta) break;
+      return launch_heads_on_m_kernel(kp, grid, stream);
+    case DecodeKernel::kSparseHeadsOnMCtaPair:
+      if (shape.h_q != 2 * kHeadsOnMHeadsPerCta) break;  // one CTA pair per part
+      return launch_heads_on_m_cta_pair_kernel(kp, grid, stream);
     default: break;
   }
   return Status::invalid_argument("sparse_decode_run: argument 'plan' names kernel " +

@@ -1,6 +1,6 @@
 // Main loop pieces of the sm90 sparse FP8 decode kernel for h_q <= 32 (the
-// narrow kernel): the (item, block) cursor every role walks (shared with the
-// wide kernel), the producer (index lookahead, L2 prefetch, FP8 -> BF16
+// heads-on-N kernel): the (item, block) cursor every role walks (shared with
+// the heads-on-M kernels), the producer (index lookahead, L2 prefetch, FP8 -> BF16
 // dequantisation, RoPE and Q copies) and the consumer building blocks (the
 // two WGMMA products, column reductions of the transposed scores).
 //
@@ -24,6 +24,7 @@
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/fp8/dequant.cuh"
+#include "kernels/common/named_barriers.h"
 #include "kernels/common/tma.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
@@ -118,7 +119,7 @@ __device__ __forceinline__ void copy_q_tile(const KernelParams& params, int item
   }
 }
 
-// ---- one token row through a warp (shared by the narrow and crossover producers) ----------------
+// ---- one token row through a warp (shared by the heads-on-N and CTA-pair producers) ----------------
 // Byte offset of a token in the cache, or -1 for any index outside it (never
 // dereferenced then).
 __device__ __forceinline__ int64_t token_offset(const KernelParams& params, int32_t index) {
@@ -387,7 +388,7 @@ __device__ __forceinline__ void column_allreduce(float (&values)[kCols], const i
 #pragma unroll
     for (int jj = 0; jj < kCols; ++jj) red[warp][heads[jj]] = values[jj];
   }
-  common::named_barrier_sync(kBarrierConsumer, kWarpgroupThreads);
+  common::named_barrier_sync(barrier_ids::kSparseHeadsOnNConsumer, kWarpgroupThreads);
 #pragma unroll
   for (int jj = 0; jj < kCols; ++jj) {
     float v = red[0][heads[jj]];

@@ -1,5 +1,5 @@
 // CuTe layouts, WGMMA atoms and the shared-memory plan of the sm90 sparse FP8
-// decode kernel for h_q <= 32 (the narrow kernel), per heads-per-CTA N in
+// decode kernel for h_q <= 32 (the heads-on-N kernel), per heads-per-CTA N in
 // {8, 16, 32}.
 //
 // Shared memory (N = 32; smaller N shrink q and pt), ~186 KB:

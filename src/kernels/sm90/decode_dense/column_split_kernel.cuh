@@ -1,4 +1,6 @@
-// sm90 dense MLA decode attention (BF16/FP16 paged KV cache).
+// sm90 dense MLA decode attention (BF16/FP16 paged KV cache), the
+// column-split kernel (DecodeKernel::kDenseColumnSplit and, with a cluster,
+// kDenseColumnSplitCluster): each consumer warpgroup owns half of O's columns.
 //
 // Computes, for one (query tile, KV head) = blockIdx.x and one SM part =
 // blockIdx.y of the split-KV schedule, softmax(scale * Q.K^T) V over the part's
@@ -13,13 +15,14 @@
 //       then P -> smem (stmatrix) for WG2 while that product runs.
 //   WG2 (setmaxnreg 232): O[:, 256:512) += P.V with P and the row scales read
 //       from smem after WG1 publishes them (mbarriers p_full / p_empty).
-//   Both consumers are consumers.cuh, with DenseProblem (problem.cuh).
-// Cluster split (DecodePlan::cluster_split = C > 1, short calls): blockIdx =
+//   Both consumers are the shared heads-on-M ones (heads_on_m/consumers.cuh),
+//   with DenseProblem (problem.cuh).
+// Cluster split (kDenseColumnSplitCluster, C = cluster_split > 1, short calls): blockIdx =
 // (request * C + rank, q-group) in clusters of C along x; rank r takes an even
 // share of the request's blocks, and the pieces are merged in the kernel
 // through distributed shared memory (cluster_merge.cuh) instead of by the
 // schedule and combine grids.
-// Shared memory: Q 72 KB + 2 K/V stages 144 KB + P 8 KB + row stats (traits.h).
+// Shared memory: Q 72 KB + 2 K/V stages 144 KB + P 8 KB + row stats (heads_on_m/traits.h).
 // Pipeline depth: 2 K/V stages; one Q buffer (reloaded per item while the
 // previous item's softmax/P.V/epilogue still run).
 #pragma once
@@ -34,10 +37,10 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/decode_dense/cluster_merge.cuh"
 #include "kernels/sm90/decode_dense/config.h"
-#include "kernels/sm90/decode_dense/consumers.cuh"
-#include "kernels/sm90/decode_dense/mainloop.cuh"
 #include "kernels/sm90/decode_dense/problem.cuh"
-#include "kernels/sm90/decode_dense/traits.h"
+#include "kernels/sm90/decode_dense/producers.cuh"
+#include "kernels/sm90/heads_on_m/consumers.cuh"
+#include "kernels/sm90/heads_on_m/traits.h"
 
 namespace openmla::kernels::decode_dense {
 
@@ -60,7 +63,7 @@ __device__ __forceinline__ PartWork cluster_piece(const KernelParams& params, in
 
 // ---- the kernel ----------------------------------------------------------------------------------------
 template <class Traits>
-__global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __grid_constant__ KernelParams params) {
+__global__ void __launch_bounds__(kNumThreads, 1) decode_dense_column_split_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(
@@ -107,9 +110,9 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
     const int warp = thread / 32;
     if (warp == 0) {
-      Mainloop<Traits>::produce_kv(params, part, smem, kv_head, thread);
+      Producers<Traits>::produce_kv(params, part, smem, kv_head, thread);
     } else {
-      Mainloop<Traits>::produce_q(params, part, smem, kv_head, m_tile, thread - 32);
+      Producers<Traits>::produce_q(params, part, smem, kv_head, m_tile, thread - 32);
     }
     if (clustered) {
       cute::cluster_sync();
@@ -118,9 +121,9 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
   } else {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
     if (warpgroup == 1) {
-      run_softmax_warpgroup<Traits, DenseProblem<Traits>>(params, part, smem, q_group, thread);
+      heads_on_m::run_softmax_warpgroup<Traits, DenseProblem<Traits>>(params, part, smem, q_group, thread);
     } else {
-      run_pv_warpgroup<Traits, DenseProblem<Traits>>(params, part, smem, q_group, thread);
+      heads_on_m::run_pv_warpgroup<Traits, DenseProblem<Traits>>(params, part, smem, q_group, thread);
     }
     if (clustered) {
       cute::cluster_sync();  // every piece's O and LSE are in its CTA's shared memory
@@ -133,10 +136,10 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_kernel(const __gr
 
 // ---- host launch of one instantiation -----------------------------------------------------------------
 template <DType kDType, int kHeadDimQK>
-Status launch_kernel(const KernelParams& params, dim3 grid, int cluster, cudaStream_t stream) {
-  using KernelTraits = Traits<kDType, kHeadDimQK>;
-  return common::launch_dependent("decode_dense", &decode_dense_kernel<KernelTraits>, grid, dim3(kNumThreads),
-                                  KernelTraits::kSmemBytes, stream, cluster, params);
+Status launch_column_split_kernel(const KernelParams& params, dim3 grid, int cluster, cudaStream_t stream) {
+  using KernelTraits = heads_on_m::Traits<kDType, kHeadDimQK, kNumStages>;
+  return common::launch_dependent("decode_dense", &decode_dense_column_split_kernel<KernelTraits>, grid,
+                                  dim3(kNumThreads), KernelTraits::kSmemBytes, stream, cluster, params);
 }
 
 }  // namespace openmla::kernels::decode_dense

@@ -1,12 +1,12 @@
-// sm90 sparse FP8 MLA decode for h_q <= 32 (the narrow kernel; DeepSeek
-// Sparse Attention, 656-byte cache).
+// sm90 sparse FP8 MLA decode for h_q <= 32: the heads-on-N kernel
+// (DecodeKernel::kSparseHeadsOnN; DeepSeek Sparse Attention, 656-byte cache).
 //
 // Computes, for the h_q = N query heads and SM part blockIdx.y of the
 // split-KV schedule, softmax(scale * q.k) v over the index positions of each
 // (request, query token) item in the part's range. Tokens are on M and heads
 // on N, so h_q = 8/16 run without padding:
 //   S^T (64 tokens x N) = K.Q^T,   O^T (512 x N) += V^T.P^T.
-// h_q = 64 / 128 run in the wide kernel (wide_kernel.cuh).
+// h_q = 64 / 128 run in the heads-on-M kernels (heads_on_m_kernel.cuh).
 //
 // Warp roles (384 threads, one CTA per SM):
 //   WG0 consumer (setmaxnreg 232): S^T (WGMMA 64xNx16, SS), token mask, online
@@ -28,6 +28,7 @@
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/epilogue.cuh"
@@ -163,7 +164,7 @@ __device__ void run_consumer(const KernelParams& params, const PartWork& part, t
       *reinterpret_cast<__nv_bfloat162*>(&tPsP(v)) = pair;
     }
     common::fence_view_async_shared();
-    common::named_barrier_sync(kBarrierConsumer, kWarpgroupThreads);
+    common::named_barrier_sync(barrier_ids::kSparseHeadsOnNConsumer, kWarpgroupThreads);
 
     // ---- O^T = O^T * col_scale + V^T.P^T ----
 #pragma unroll
@@ -198,7 +199,7 @@ __device__ void run_consumer(const KernelParams& params, const PartWork& part, t
       }
       Epilogue<Traits>::store_o(params, target, head0, tOrO_rc, tOcO_rc, tOcO0_rc, col_norm);
       // `red` is reused by the next block's max reduction.
-      common::named_barrier_sync(kBarrierConsumer, kWarpgroupThreads);
+      common::named_barrier_sync(barrier_ids::kSparseHeadsOnNConsumer, kWarpgroupThreads);
       ++item_counter;
     }
     ++block_counter;
@@ -208,7 +209,7 @@ __device__ void run_consumer(const KernelParams& params, const PartWork& part, t
 // ---- the kernel ---------------------------------------------------------------------------------
 template <class Traits>
 __global__ void __launch_bounds__(kNumThreads, 1)
-    decode_sparse_fp8_kernel(const __grid_constant__ KernelParams params) {
+    decode_sparse_fp8_heads_on_n_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
   // The schedule comes from the previous grid (launched as its dependent).
   common::wait_for_previous_grid();
@@ -249,10 +250,10 @@ __global__ void __launch_bounds__(kNumThreads, 1)
 
 // ---- host launch of one instantiation -----------------------------------------------------------
 template <int kHeadsPerCta>
-Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
+Status launch_heads_on_n_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
   using KernelTraits = Traits<kHeadsPerCta>;
-  return common::launch_dependent("decode_sparse_fp8", &decode_sparse_fp8_kernel<KernelTraits>, grid,
-                                  dim3(kNumThreads), KernelTraits::kSmemBytes, stream, /*cluster_x=*/1, params);
+  return common::launch_dependent("decode_sparse_fp8_heads_on_n", &decode_sparse_fp8_heads_on_n_kernel<KernelTraits>,
+                                  grid, dim3(kNumThreads), KernelTraits::kSmemBytes, stream, /*cluster_x=*/1, params);
 }
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -1,8 +1,10 @@
-// sm90 dense decode for compute-bound shapes (d_qk = 576, pages of >= 64 tokens,
-// >= 2 query tiles per KV head): an item's blocks are processed in pairs, one
-// block per consumer warpgroup, and one thread of a third warpgroup reloads each
-// group of 64-column tiles as soon as its last reader has freed it.
-// Design and measurements: docs/kernels/decode_dense.md, "The pair kernel".
+// sm90 dense decode for compute-bound shapes, the alternate-blocks kernel
+// (DecodeKernel::kDenseAlternateBlocks: d_qk = 576, pages of >= 64 tokens,
+// >= 2 query tiles per KV head): an item's blocks are processed in pairs, the
+// two consumer warpgroups taking alternate blocks, and one thread of a third
+// warpgroup reloads each group of 64-column tiles as soon as its last reader
+// has freed it. Design and measurements: docs/kernels/decode_dense.md, "The
+// alternate-blocks kernel".
 //
 // Roles (384 threads):
 //   WG0 owns the even block of a pair (buffer K0) and O[:, 0:256);
@@ -31,31 +33,34 @@
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/tma.cuh"
 #include "kernels/sm90/decode_dense/config.h"
-#include "kernels/sm90/decode_dense/epilogue.cuh"
-#include "kernels/sm90/decode_dense/mainloop.cuh"
 #include "kernels/sm90/decode_dense/problem.cuh"
-#include "kernels/sm90/decode_dense/traits.h"
+#include "kernels/sm90/decode_dense/producers.cuh"
+#include "kernels/sm90/decode_dense/rows_and_blocks.cuh"
+#include "kernels/sm90/heads_on_m/consumer_steps.cuh"
+#include "kernels/sm90/heads_on_m/epilogue.cuh"
+#include "kernels/sm90/heads_on_m/traits.h"
 
 namespace openmla::kernels::decode_dense {
 
-inline constexpr int kPairThreads = 2 * kWarpgroupThreads;
+inline constexpr int kAlternateConsumerThreads = 2 * kWarpgroupThreads;
 // A separate loader: a warp that issued TMA loads and then ran fence.proxy.async
 // after its P stores measured as waiting for those loads.
-inline constexpr int kPairCtaThreads = 3 * kWarpgroupThreads;
-inline constexpr int kPairTiles = 9;  // 64-column tiles of a 576-wide block
-// Named barriers inside one warpgroup (0 is __syncthreads; 3 and 4 belong to the main kernel).
-inline constexpr int kBarWg0 = 5, kBarWg1 = 6;
+inline constexpr int kAlternateCtaThreads = 3 * kWarpgroupThreads;
+inline constexpr int kAlternateTiles = 9;  // 64-column tiles of a 576-wide block
+// Named barriers inside one warpgroup: barrier_ids::kAlternateBlocksWarpgroup0 / 1
+// (kernels/common/named_barriers.h).
 // Between the two consumer warpgroups everything goes through mbarriers (racecheck reported
 // hazards across named barriers shared by the two warpgroups, even around plain bar.sync):
 // one-way hand-offs of 128 arrivals (every thread of the signalling warpgroup releases its own
 // stores), one phase per use, and a two-way barrier of 256 arrivals (all_consumers).
 enum Handoff { kScale0, kScale1, kP0, kP1, kSeIssued, kNumHandoffs };
 
-struct PairExtraStorage {
-  uint64_t tile_full[2][kPairTiles];  // per buffer and 64-column tile: 1 arrival + 8 KB of TMA
+struct AlternateBlocksExtraStorage {
+  uint64_t tile_full[2][kAlternateTiles];  // per buffer and 64-column tile: 1 arrival + 8 KB of TMA
   uint64_t tile_free[2][2];           // per buffer: tiles 0-3 / 4-8 read for the last time (4 warps)
   float row_sum[2][BLOCK_M];          // item end: each warpgroup's quad-reduced row sums
   uint64_t handoff[kNumHandoffs];     // see Handoff
@@ -64,7 +69,7 @@ struct PairExtraStorage {
 
 // The part's blocks as a sequence of pairs (even, even + 1) per item; the last
 // pair of an item with an odd block count has no odd block.
-struct PairCursor {
+struct BlockPairCursor {
   int item, even_block, end_block, length;
   bool valid, has_odd;
 
@@ -97,11 +102,11 @@ struct PairCursor {
 };
 
 template <DType kDType>
-struct PairKernel {
-  using T = Traits<kDType, 576, 2, PairExtraStorage>;
+struct AlternateBlocksKernel {
+  using T = heads_on_m::Traits<kDType, 576, 2, AlternateBlocksExtraStorage>;
   using Element = typename T::Element;
   using SharedStorage = typename T::SharedStorage;
-  using Loop = Mainloop<T>;
+  using Loop = heads_on_m::ConsumerSteps<T>;
   using Problem = DenseProblem<T>;
   // S's RoPE tile with Q from registers.
   using TiledMmaQKRope = decltype(cute::make_tiled_mma(
@@ -134,7 +139,7 @@ struct PairKernel {
   // they are released (K0 tiles 0-3, K0 4-8, K1 4-8, K1 0-3).
   static __device__ void run_loader(const KernelParams& params, const PartWork& part, SharedStorage& smem,
                                     int kv_head) {
-    PairCursor cur;
+    BlockPairCursor cur;
     cur.first(params, part);
     if (!cur.valid) return;
     load_tiles(params, smem, 0, 0, 8, cur.even_block, page_of(params, cur.item, cur.even_block, cur.length), kv_head);
@@ -144,7 +149,7 @@ struct PairKernel {
     }
     uint32_t phase = 0;
     for (;;) {
-      PairCursor nxt = cur;
+      BlockPairCursor nxt = cur;
       nxt.advance(params, part);
       if (!nxt.valid) return;
       const int page_e = page_of(params, nxt.item, nxt.even_block, nxt.length);
@@ -185,7 +190,7 @@ struct PairKernel {
     mma.accumulate_ = overwrite ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
     mma_rope.accumulate_ = mma.accumulate_;
 #pragma unroll
-    for (int t = 0; t < kPairTiles; ++t) {
+    for (int t = 0; t < kAlternateTiles; ++t) {
       if (t < first || t > last) continue;
       common::mbarrier_wait(&smem.extra.tile_full[buf][t], phase);
       if (t < 8) {
@@ -305,7 +310,7 @@ struct PairKernel {
     float* const s_scale0 = smem.row_scale;     // WG0's factor of the pair
     float* const s_scale1 = smem.row_norm;      // WG1's factor of the pair
 
-    PairCursor cur;
+    BlockPairCursor cur;
     cur.first(params, part);
     if (!cur.valid) return;
     uint32_t phase0 = 0, phase1 = 0;  // parity of the next load each buffer's owner waits for
@@ -314,12 +319,12 @@ struct PairKernel {
     uint32_t meet_phase = 0;           // sync_consumers
     while (cur.valid) {
       const int item = cur.item;
-      // NOTE: recomputed rather than kept in the cursor: carrying the whole ItemBlocks in PairCursor
+      // NOTE: recomputed rather than kept in the cursor: carrying the whole ItemBlocks in BlockPairCursor
       // raised the consumers' spill from 44 to 64 bytes at 240 registers (session 14).
       const ItemBlocks blocks = Problem::item_blocks(params, part, item);
       const typename Problem::ItemMask mask = Problem::item_mask(params, blocks, rows);
       // ---- item start: Q (the RoPE tile into registers, its shared memory becomes sP1)
-      Loop::template gather_q_tile<kPairThreads>(params, smem, item, kv_head, m_tile, all_thread);
+      Producers<T>::template gather_q_tile<kAlternateConsumerThreads>(params, smem, item, kv_head, m_tile, all_thread);
       common::cp_async_wait_all();
       common::fence_view_async_shared();
       sync_consumers(smem, meet_phase);
@@ -343,7 +348,7 @@ struct PairKernel {
       warpgroup_fence_operand(tSrS);
 
       for (;;) {
-        PairCursor nxt = cur;
+        BlockPairCursor nxt = cur;
         nxt.advance(params, part);
         const bool same_item = nxt.valid && nxt.item == cur.item;
         const int even = cur.even_block;
@@ -370,7 +375,7 @@ struct PairKernel {
           if (valid_e < BLOCK_N) {
             Loop::zero_tail_rows(smem.kv[0], valid_e, thread);
             common::fence_view_async_shared();
-            common::named_barrier_sync(kBarWg0, kWarpgroupThreads);
+            common::named_barrier_sync(barrier_ids::kAlternateBlocksWarpgroup0, kWarpgroupThreads);
           }
           // ---- c. P_e relative to this block's max -> sP0 at once (WG1 moves its O_R to the pair's max)
           common::mbarrier_wait(&smem.p_empty, p0_phase ^ 1);  // WG1's previous P_e.V_e,R retired
@@ -462,7 +467,7 @@ struct PairKernel {
             if (valid_o < BLOCK_N) {
               Loop::zero_tail_rows(smem.kv[1], valid_o, thread);
               common::fence_view_async_shared();
-              common::named_barrier_sync(kBarWg1, kWarpgroupThreads);
+              common::named_barrier_sync(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads);
             }
             Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
             common::fence_view_async_shared();
@@ -511,8 +516,8 @@ struct PairKernel {
         final_max[i] = s_max[tile_row[i]];
         norm[i] = Problem::row_norm(params, item, blocks, rows[i], final_max[i], total[i]);
       }
-      Epilogue<T, Problem>::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
-      if (wg == 0) Epilogue<T, Problem>::store_lse(params, item, blocks, rows, final_max, total, lane);
+      heads_on_m::Epilogue<T, Problem>::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
+      if (wg == 0) heads_on_m::Epilogue<T, Problem>::store_lse(params, item, blocks, rows, final_max, total, lane);
       // Q, sP1 and the row state are rewritten by the next item.
       sync_consumers(smem, meet_phase);
       cur.advance(params, part);
@@ -521,8 +526,8 @@ struct PairKernel {
 };
 
 template <DType kDType>
-__global__ void __launch_bounds__(kPairCtaThreads, 1) decode_dense_pair_kernel(const __grid_constant__ KernelParams params) {
-  using K = PairKernel<kDType>;
+__global__ void __launch_bounds__(kAlternateCtaThreads, 1) decode_dense_alternate_blocks_kernel(const __grid_constant__ KernelParams params) {
+  using K = AlternateBlocksKernel<kDType>;
   using SharedStorage = typename K::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
   // Aligned by an offset from the __shared__ array itself, so the compiler keeps knowing the
@@ -537,12 +542,12 @@ __global__ void __launch_bounds__(kPairCtaThreads, 1) decode_dense_pair_kernel(c
   const int thread = int(threadIdx.x) % kWarpgroupThreads;
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) {
-      for (int t = 0; t < kPairTiles; ++t) common::mbarrier_init(&smem.extra.tile_full[b][t], 1);
+      for (int t = 0; t < kAlternateTiles; ++t) common::mbarrier_init(&smem.extra.tile_full[b][t], 1);
       for (int g = 0; g < 2; ++g) common::mbarrier_init(&smem.extra.tile_free[b][g], kWarpgroupThreads / 32);
     }
     common::mbarrier_init(&smem.p_empty, kWarpgroupThreads / 32);  // sP0 free: WG1's warps after P_e.V_e,R
     for (int h = 0; h < kNumHandoffs; ++h) common::mbarrier_init(&smem.extra.handoff[h], kWarpgroupThreads);
-    common::mbarrier_init(&smem.extra.all_consumers, kPairThreads);
+    common::mbarrier_init(&smem.extra.all_consumers, kAlternateConsumerThreads);
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
@@ -561,9 +566,9 @@ __global__ void __launch_bounds__(kPairCtaThreads, 1) decode_dense_pair_kernel(c
 }
 
 template <DType kDType>
-Status launch_pair_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
-  using T = typename PairKernel<kDType>::T;
-  return common::launch_dependent("decode_dense_pair", &decode_dense_pair_kernel<kDType>, grid, dim3(kPairCtaThreads),
+Status launch_alternate_blocks_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
+  using T = typename AlternateBlocksKernel<kDType>::T;
+  return common::launch_dependent("decode_dense_alternate_blocks", &decode_dense_alternate_blocks_kernel<kDType>, grid, dim3(kAlternateCtaThreads),
                                   T::kSmemBytes, stream, 1, params);
 }
 

@@ -1,7 +1,8 @@
-// CuTe layouts, WGMMA atoms and the shared-memory plan of the sm90 dense
-// decode kernel, per (element type, d_qk).
+// CuTe layouts, WGMMA atoms and the shared-memory plan of the sm90 heads-on-M
+// attention tile, per (element type, d_qk, K/V stages, kernel-specific storage).
+// Used by the dense decode kernels and the sparse FP8 heads-on-M kernels.
 //
-// Shared memory (d_qk = 576, bf16; 512 gives 64 + 2 x 64 KB):
+// Shared memory (d_qk = 576, bf16, two stages; 512 gives 64 + 2 x 64 KB):
 //   q      64 x 576   72 KB   K-major, 128B swizzle, 9 chunks of 64 columns
 //   kv[2]  64 x 576   144 KB  same layout; V = columns [0, 512) of the same bytes
 //   p      64 x 64    8 KB    K-major, 128B swizzle (softmax output, A of P.V)
@@ -15,9 +16,12 @@
 #include <cute/atom/copy_atom.hpp>
 #include <cutlass/numeric_types.h>
 
-#include "kernels/sm90/decode_dense/config.h"
+#include <cstdint>
 
-namespace openmla::kernels::decode_dense {
+#include "kernels/sm90/heads_on_m/config.h"
+#include "openmla/types.h"
+
+namespace openmla::kernels::heads_on_m {
 
 template <DType kDType>
 struct ElementOf;
@@ -30,13 +34,14 @@ struct ElementOf<DType::kFP16> {
   using type = cutlass::half_t;
 };
 
-// Shared-memory fields a kernel adds to the common plan (none for dense).
+// Shared-memory fields a kernel adds to the common plan (none for the dense
+// column-split kernel).
 struct NoExtraStorage {};
 
 // kStages_: K/V stages of the ring; ExtraStorage_: kernel-specific shared
-// memory placed after the common fields (the sparse wide-head kernel reuses
-// these traits with one bf16 stage plus its raw FP8 stage).
-template <DType kDType_, int kHeadDimQK_, int kStages_ = kNumStages, class ExtraStorage_ = NoExtraStorage>
+// memory placed after the common fields (e.g. the sparse heads-on-M kernel's
+// raw FP8 stage next to its one bf16 stage).
+template <DType kDType_, int kHeadDimQK_, int kStages_, class ExtraStorage_ = NoExtraStorage>
 struct Traits {
   using Element = typename ElementOf<kDType_>::type;
   using ExtraStorage = ExtraStorage_;
@@ -95,7 +100,7 @@ struct Traits {
     alignas(1024) Element p[BLOCK_M * BLOCK_N];                  // SmemLayoutP
     float row_scale[BLOCK_M];  // per block: factor for O before P.V is added
     float row_norm[BLOCK_M];   // last block of an item: 1 / row sum (0 for an empty row)
-    float piece_lse[BLOCK_M];  // cluster split: this CTA's piece LSE per row (cluster_merge.cuh)
+    float piece_lse[BLOCK_M];  // dense cluster split: this CTA's piece LSE per row (decode_dense/cluster_merge.cuh)
     uint64_t kv_full[kNumStages];
     uint64_t kv_empty[kNumStages];
     uint64_t q_full;
@@ -113,4 +118,4 @@ struct Traits {
   static constexpr int kBoxRowBytes = kRowBytes;
 };
 
-}  // namespace openmla::kernels::decode_dense
+}  // namespace openmla::kernels::heads_on_m

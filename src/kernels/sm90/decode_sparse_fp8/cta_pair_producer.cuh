@@ -1,21 +1,22 @@
-// Producer warpgroup of the sm90 sparse FP8 wide-head kernel at h_q = 128:
-// "crossover" of the part's two q-group CTAs (a cluster of 2). Every head
+// Producer warpgroup of the sm90 sparse FP8 heads-on-M kernel at h_q = 128
+// (DecodeKernel::kSparseHeadsOnMCtaPair): the part's two q-group CTAs are a
+// CTA pair (a cluster of 2) that share the loading. Every head
 // attends to the same tokens, so CTA r loads and dequantises only stage rows
 // [32 r, 32 r + 32) of each block into its own stage, and each warp then
 // bulk-copies its 8 rows (one 1 KB piece per chunk) into the same place of
 // the peer's stage: half the dequantisation and half the loads per CTA.
 //
-// Pipeline (two bf16 stages, no raw stage; the consumers are the dense ones):
+// Pipeline (two bf16 stages, no raw stage; the consumers are heads_on_m/consumers.cuh):
 //   kv_full[s]   (128 arrivals + 36 KB of the peer's bulk copies)  WG0 of both CTAs -> consumers
 //   kv_empty[s]  (16 arrivals: consumer warps of both CTAs)        consumers of both CTAs -> WG0
-//   q_full (128) / q_empty (4)                                     as in the dense kernel
+//   q_full (128) / q_empty (4)                                     as in the dense column-split kernel
 // The rows of block n + 1 are loaded into registers while block n is
 // stored, so the load latency overlaps the stores.
 // A stage is rewritten only after both CTAs' consumers released it, so the
 // peer's consumers have seen this CTA's copies land: the copies' reads of
 // the local rows are done by then.
 // NOTE (H200, b = 128, s_q = 2, topk 2048, TFLOP/s): with one stage (the
-// raw-stage design, fill between P.V and S) crossover ran at 241 against 343
+// raw-stage design, fill between P.V and S) the CTA pair ran at 241 against 343
 // without it: the 36 KB a block each CTA sends its peer sat on the critical
 // path. Two stages with 16-byte st.async to the peer: 328 (timing-only
 // without the peer stores 379: the st.async stream held up the producer);
@@ -29,28 +30,28 @@
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/tma.cuh"
-#include "kernels/sm90/decode_dense/traits.h"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/mainloop.cuh"
-#include "kernels/sm90/decode_sparse_fp8/wide_mainloop.cuh"
+#include "kernels/sm90/heads_on_m/config.h"
+#include "kernels/sm90/heads_on_m/traits.h"
 
 namespace openmla::kernels::decode_sparse_fp8 {
 
-struct CrossoverExtraStorage {
+struct CtaPairExtraStorage {
   // Per stage, bit r of the 64-bit word: stage row r holds a counted,
   // in-range token (the consumers' column mask). Byte k: rows 8 k .. 8 k + 7.
   alignas(8) uint8_t stage_valid[2][BLOCK_N / 8];
 };
 
-using CrossoverTraits = decode_dense::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/2, CrossoverExtraStorage>;
+using CtaPairTraits = heads_on_m::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/2, CtaPairExtraStorage>;
 
 // 128 threads; warp w owns stage rows own_row0 + j, own_row0 = 32 r + 8 w,
 // j < 8. Lane l holds 16 codes (dims 16 l .. 16 l + 15) of each of the 8
-// rows, as the narrow producer does, and units l % 8 of the RoPE of rows
+// rows, as the heads-on-N producer does, and units l % 8 of the RoPE of rows
 // l / 8 and l / 8 + 4. Lanes 0-7 look up the warp's rows' indices, lanes 8-15
 // the peer's rows at the same places (their validity only).
 template <class Traits>
-struct CrossoverProducer {
+struct CtaPairProducer {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kClusterCtas = 2;
   static constexpr int kRegs = 120;  // setmaxnreg (consumers 192): 32 of codes, 8 of RoPE, 8 scales, addresses
@@ -95,7 +96,7 @@ struct CrossoverProducer {
     const uint32_t peer_kv_full0 = __shfl_sync(kFullMask, common::map_to_cluster_rank(&smem.kv_full[0], peer), 0);
     const uint32_t peer_kv_full1 = __shfl_sync(kFullMask, common::map_to_cluster_rank(&smem.kv_full[1], peer), 0);
 
-    // ---- this lane's store addresses (narrow producer's layout, rows own_row0 + j) ----
+    // ---- this lane's store addresses (heads-on-N producer's layout, rows own_row0 + j) ----
     const bool swap = (lane & 4) != 0;
     const uint32_t unit_first = 2 * (lane % 4) + (swap ? 1 : 0);
     const uint32_t row_base0 = common::smem_u32(smem.kv[0]) + uint32_t(lane / 4) * kChunkBytes +
@@ -124,7 +125,7 @@ struct CrossoverProducer {
       // ---- Q of a new item (the consumers released Q after the last item's S) ----
       if (cursor.first) {
         if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
-        copy_q_tile<kWideHeadsPerCta, kWarpgroupThreads>(params, cursor.item, q_group * kWideHeadsPerCta, smem.q,
+        copy_q_tile<kHeadsOnMHeadsPerCta, kWarpgroupThreads>(params, cursor.item, q_group * kHeadsOnMHeadsPerCta, smem.q,
                                                          thread);
       }
 

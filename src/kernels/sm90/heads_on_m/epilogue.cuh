@@ -1,7 +1,8 @@
-// Epilogue of the consumer warpgroups (consumers.cuh: the dense decode kernel
-// and the sparse wide-head kernel): normalise one consumer's 64 x 256 O half
-// and write it, plus the row LSE (softmax warpgroup only). Where rows go is
-// the problem policy's (problem.cuh); the layouts below are the dense ones.
+// Epilogue of the heads-on-M consumer warpgroups (consumers.cuh; the dense
+// decode kernels and the sparse heads-on-M kernels): normalise one consumer's
+// 64 x 256 O half and write it, plus the row LSE (softmax warpgroup only).
+// Where rows go is the Problem's (problem.cuh); the layouts below are the
+// dense ones.
 //   final item:   out[b, s, head, :] in the input dtype, lse[b, head, s] (natural log;
 //                 +inf and O = 0 for a row that sees no key)
 //   split piece:  partial_o[slot, s * h_q + head, :] fp32, partial_lse[slot, row]
@@ -17,13 +18,12 @@
 #include <cmath>
 
 #include "kernels/common/online_softmax.cuh"
-#include "kernels/sm90/decode_dense/config.h"
-#include "kernels/sm90/decode_dense/mainloop.cuh"
-#include "kernels/sm90/decode_dense/problem.cuh"
+#include "kernels/sm90/heads_on_m/config.h"
+#include "kernels/sm90/heads_on_m/problem.cuh"
 
-namespace openmla::kernels::decode_dense {
+namespace openmla::kernels::heads_on_m {
 
-// Problem: where each row's results go (problem.cuh).
+// Problem: where each row's results go (the contract: problem.cuh).
 template <class Traits, class Problem>
 struct Epilogue {
   using Element = typename Traits::Element;
@@ -92,4 +92,4 @@ struct Epilogue {
   }
 };
 
-}  // namespace openmla::kernels::decode_dense
+}  // namespace openmla::kernels::heads_on_m

@@ -1,14 +1,16 @@
-// Main loop of the sm90 sparse FP8 wide-head kernel (h_q = 64 / 128: 64
-// heads per CTA on the MMA's M): the problem policy that lets the dense
-// kernel's consumer warpgroups run it (decode_dense/consumers.cuh), and the
-// producer warpgroup that gathers and dequantises the cache rows.
+// Producer of the sm90 sparse FP8 heads-on-M kernel for h_q = 64
+// (DecodeKernel::kSparseHeadsOnM: 64 heads per CTA on the MMA's M): the
+// warpgroup that gathers and dequantises the cache rows, with the shared
+// memory and traits it adds to the heads-on-M tile (heads_on_m/traits.h).
+// The consumers are the shared heads-on-M ones (heads_on_m/consumers.cuh)
+// with HeadsOnMProblem (heads_on_m_problem.cuh).
 //
 // Pipeline (one bf16 stage, one raw stage):
 //   raw_full      (128 cp.async arrivals)       gather (WG0)         -> fillers (all)
 //   kv_full[0]    (384 arrivals)                fillers (all)        -> consumers
 //   kv_empty[0]   (8 arrivals: consumer warps)  consumers            -> WG0 (chunks 0-3)
-//   kBarrierRawFree (named, 384)                fillers              -> gather (WG0)
-//   q_full (128) / q_empty (4)                  as in the dense kernel
+//   barrier_ids::kSparseHeadsOnMRawFree (named, 384)  fillers        -> gather (WG0)
+//   q_full (128) / q_empty (4)                  as in the dense column-split kernel
 // Block n: every warpgroup fills its share of the bf16 stage from the raw
 // stage once raw_full(n) is complete (WG0: scale groups 0-1 after kv_empty,
 // WG2: groups 2-3, WG1: RoPE), then the consumers compute block n while WG0
@@ -25,25 +27,23 @@
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/fp8/dequant.cuh"
+#include "kernels/common/named_barriers.h"
 #include "kernels/common/tma.cuh"
-#include "kernels/sm90/decode_dense/problem.cuh"
-#include "kernels/sm90/decode_dense/traits.h"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/mainloop.cuh"
+#include "kernels/sm90/heads_on_m/config.h"
+#include "kernels/sm90/heads_on_m/traits.h"
 #include "openmla/schedule.h"
 
 namespace openmla::kernels::decode_sparse_fp8 {
 
-inline constexpr int kWideHeadsPerCta = decode_dense::BLOCK_M;  // 64
-static_assert(kWideHeadsPerCta == kSparseHeadsOnMHeadsPerCta, "the planner's q-groups are the kernel's CTAs");
-// Named barrier: every stage filler (all three warpgroups) has read the raw
-// stage; the producers sync, the consumers only arrive.
-inline constexpr int kBarrierRawFree = 5;
-inline constexpr int kWideFillThreads = decode_dense::kNumThreads;  // 384
+// Every stage filler (all three warpgroups) passes barrier_ids::kSparseHeadsOnMRawFree
+// once it has read the raw stage; the producers sync, the consumers only arrive.
+inline constexpr int kHeadsOnMFillThreads = heads_on_m::kNumThreads;  // 384
 
-// Shared memory the wide kernel adds to the dense plan (Q 72 KB + one bf16
-// stage 72 KB + P 8 KB): the raw stage, 64 x 656 B = 41 KB.
-struct WideExtraStorage {
+// Shared memory this kernel adds to the heads-on-M tile's plan (Q 72 KB + one
+// bf16 stage 72 KB + P 8 KB): the raw stage, 64 x 656 B = 41 KB.
+struct HeadsOnMExtraStorage {
   alignas(16) uint8_t raw[BLOCK_N * kSparseFp8TokenBytes];  // [64 rows][656 B] as stored in the cache
   // Bit r of the 64-bit word: row r of the bf16 stage holds a counted,
   // in-range token (the consumers' column mask); 16 rows per producer warp.
@@ -52,7 +52,7 @@ struct WideExtraStorage {
   uint64_t raw_full;  // 128 arrivals: each producer thread's gather copies landed (cp.async noinc)
 };
 
-using WideTraits = decode_dense::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/1, WideExtraStorage>;
+using HeadsOnMTraits = heads_on_m::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/1, HeadsOnMExtraStorage>;
 
 // ---- producer warpgroup -------------------------------------------------------------------------
 // 128 threads. Gather: warp w copies rows [16 w, 16 w + 16) of the next block
@@ -66,13 +66,13 @@ using WideTraits = decode_dense::Traits<DType::kBF16, HEAD_DIM_QK, /*kStages=*/1
 // quarter warp read distinct 16-byte bank groups; the swizzled stores of 8
 // consecutive rows land in distinct groups too (unit ^ (row & 7)).
 template <class Traits>
-struct WideProducer {
+struct HeadsOnMProducer {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kClusterCtas = 1;
-  static constexpr int kRegs = decode_dense::kProducerRegs;  // setmaxnreg of this warpgroup (40)
+  static constexpr int kRegs = 40;  // setmaxnreg of this warpgroup (as the dense column-split producer)
   static constexpr bool kConsumersHelpFill = true;
-  static constexpr int kFullArrivals = kWideFillThreads;  // every filler arrives on kv_full
+  static constexpr int kFullArrivals = kHeadsOnMFillThreads;  // every filler arrives on kv_full
   static constexpr int kRopeUnitsPerThread = kHeadDimRope * 2 / 16 / 2;  // 4
   static constexpr int kRowsPerWarp = BLOCK_N / kWarpsPerWarpgroup;     // 16
   static constexpr uint32_t kFullMask = 0xffffffffu;
@@ -211,7 +211,7 @@ struct WideProducer {
   }
 
   // The consumers' share of filling the stage with block `block_counter`
-  // (WideProblem::fill_stage): WG2 dequantises scale groups 2 and 3 (stage
+  // (HeadsOnMProblem::fill_stage): WG2 dequantises scale groups 2 and 3 (stage
   // chunks 4-7, which only its own P.V reads), WG1 copies the RoPE (chunk 8,
   // which only S reads); both have finished the previous block by program
   // order. Then they release the raw stage to the next gather.
@@ -226,7 +226,7 @@ struct WideProducer {
     }
     common::fence_view_async_shared();  // generic-proxy stores -> WGMMA operands
     common::mbarrier_arrive(&smem.kv_full[0]);
-    common::named_barrier_arrive(kBarrierRawFree, kWideFillThreads);
+    common::named_barrier_arrive(barrier_ids::kSparseHeadsOnMRawFree, kHeadsOnMFillThreads);
   }
 
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
@@ -253,7 +253,7 @@ struct WideProducer {
       // ---- Q of a new item (the consumers released Q after the last item's S) ----
       if (cursor.first) {
         if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
-        copy_q_tile<kWideHeadsPerCta, kWarpgroupThreads>(params, cursor.item, q_group * kWideHeadsPerCta, smem.q,
+        copy_q_tile<kHeadsOnMHeadsPerCta, kWarpgroupThreads>(params, cursor.item, q_group * kHeadsOnMHeadsPerCta, smem.q,
                                                          thread);
       }
 
@@ -271,7 +271,7 @@ struct WideProducer {
       }
 
       // ---- every thread (consumers too) has read the raw stage: gather block n + 1 ----
-      common::named_barrier_sync(kBarrierRawFree, kWideFillThreads);
+      common::named_barrier_sync(barrier_ids::kSparseHeadsOnMRawFree, kHeadsOnMFillThreads);
       BlockCursor ahead = cursor;
       cursor_advance(ahead, params, part);
       if (ahead.active()) {
@@ -280,98 +280,6 @@ struct WideProducer {
         next_index = lane_row_index(params, ahead, warp, lane);
       }
     }
-  }
-};
-
-// ---- problem policy for the dense consumers ---------------------------------------------------
-// Item = (request, query token); tile row r = head 64 q_group + r; every
-// 64-position block's invalid columns come from the producer's validity bits.
-// Producer: WideProducer (one raw stage, the consumers help fill) or
-// CrossoverProducer (h_q = 128: two bf16 stages shared by a CTA pair).
-template <class Traits, class Producer>
-struct WideProblem {
-  using Params = KernelParams;
-  using Element = typename Traits::Element;
-  using SharedStorage = typename Traits::SharedStorage;
-  static constexpr bool kMayClusterSplit = false;
-  static __device__ __forceinline__ bool clustered(const Params&) { return false; }
-
-  static __device__ __forceinline__ decode_dense::ItemBlocks item_blocks(const Params& params, const PartWork& part,
-                                                                         int item) {
-    return decode_dense::item_blocks_of_length(part, item, item_length(params, item));
-  }
-
-  static __device__ __forceinline__ decode_dense::QueryRow query_row(const Params&, int q_group, int tile_row) {
-    return decode_dense::QueryRow{tile_row, true, 0, q_group * kWideHeadsPerCta + tile_row};
-  }
-
-  struct ItemMask {};
-  static __device__ __forceinline__ ItemMask item_mask(const Params&, const decode_dense::ItemBlocks&,
-                                                       const decode_dense::QueryRow (&)[2]) {
-    return ItemMask{};
-  }
-  static __device__ __forceinline__ void fill_stage(SharedStorage& smem, int block_counter, int warpgroup,
-                                                    int thread) {
-    if constexpr (Producer::kConsumersHelpFill) Producer::help_fill(smem, block_counter, warpgroup, thread);
-  }
-  // With crossover the peer writes this CTA's stage rows and ours the
-  // peer's, so each stage is released to both producers.
-  static __device__ __forceinline__ void release_stage(SharedStorage& smem, int stage) {
-    common::mbarrier_arrive(&smem.kv_empty[stage]);
-    if constexpr (Producer::kClusterCtas > 1) {
-      const uint32_t peer = cute::block_rank_in_cluster() ^ 1u;
-      common::mbarrier_arrive_cluster(common::map_to_cluster_rank(&smem.kv_empty[stage], peer));
-    }
-  }
-  // Invalid rows were written as zeros by the producer: nothing to fix.
-  static __device__ __forceinline__ void prepare_stage(const ItemMask&, SharedStorage&, int, Element*, int, int) {}
-
-  // Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
-  // (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
-  template <class TensorSRowCol>
-  static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int stage,
-                                                     TensorSRowCol& tSrS_rc, int lane, int) {
-    using namespace cute;
-    const uint64_t valid = Producer::stage_valid_bits(smem, stage);
-    if (valid == ~uint64_t(0)) return;
-    const uint64_t bits = valid >> (2 * (lane % 4));
-#pragma unroll
-    for (int j = 0; j < size<1>(tSrS_rc); ++j) {
-      if (((bits >> ((j % 2) + 8 * (j / 2))) & 1) == 0) {
-#pragma unroll
-        for (int i = 0; i < size<0>(tSrS_rc); ++i) tSrS_rc(i, j) = -INFINITY;
-      }
-    }
-  }
-
-  // 1 / row sum, times the attention sink's factor 1 / (1 + exp(sink - LSE))
-  // for items that are not split (split items get it in the combine).
-  static __device__ __forceinline__ float row_norm(const Params& params, int, const decode_dense::ItemBlocks& blocks,
-                                                   const decode_dense::QueryRow& row, float row_max, float row_sum) {
-    if (!(row_sum > 0.0f)) return 0.0f;
-    float norm = 1.0f / row_sum;
-    if (!blocks.partial && params.attn_sink != nullptr) {
-      const float lse = (row_max + log2f(row_sum)) * common::kLn2;
-      norm *= 1.0f / (1.0f + expf(__ldg(params.attn_sink + row.head) - lse));
-    }
-    return norm;
-  }
-
-  static __device__ __forceinline__ Element* out_row(const Params& params, int item, const decode_dense::QueryRow& row) {
-    const int b = item / params.s_q;
-    const int s = item - b * params.s_q;
-    return reinterpret_cast<Element*>(params.out) + b * params.out_stride_b + s * params.out_stride_s +
-           int64_t(row.head) * params.out_stride_h;  // [512]
-  }
-  static __device__ __forceinline__ float* lse_entry(const Params& params, int item, const decode_dense::QueryRow& row) {
-    const int b = item / params.s_q;
-    const int s = item - b * params.s_q;
-    return params.lse + b * params.lse_stride_b + int64_t(row.head) * params.lse_stride_h + s;
-  }
-  // Row of partial_o / partial_lse: [slot, head].
-  static __device__ __forceinline__ int64_t partial_row(const Params& params, const decode_dense::ItemBlocks& blocks,
-                                                        const decode_dense::QueryRow& row) {
-    return int64_t(blocks.slot) * params.h_q + row.head;
   }
 };
 

@@ -1,27 +1,30 @@
 // The two consumer warpgroups of the sm90 heads-on-M attention tile, shared
-// by the dense decode kernel and the sparse FP8 wide-head kernel through a
-// Problem policy (problem.cuh): rows of the 64-row tile are query rows, a
-// stage holds 64 keys x d_qk, V is columns [0, 512) of the same stage.
+// by the dense column-split decode kernel and the sparse FP8 heads-on-M
+// kernels through a Problem policy (problem.cuh): rows of the 64-row tile are
+// query rows, a stage holds 64 keys x d_qk, V is columns [0, 512) of the same
+// stage.
 //   WG1: S = Q.K^T (WGMMA 64x64x16, SS), mask, online softmax in registers,
 //        O[:, 0:256) += P.V issued (RS: P from its own registers), then
 //        P -> smem (stmatrix) for WG2 while it runs, epilogue of its half.
 //   WG2: O[:, 256:512) += P.V with P and the row factors from smem
 //        (mbarriers p_full / p_empty), epilogue of its half.
 // Barriers used (SharedStorage): kv_full / kv_empty per stage, q_full /
-// q_empty per item, p_full / p_empty per block.
+// q_empty per item, p_full / p_empty per block; named barrier
+// barrier_ids::kHeadsOnMConsumers before a cluster piece is stashed
+// (Problem::kMayClusterSplit only).
 #pragma once
 
 #include <cute/tensor.hpp>
 
 #include "kernels/common/barriers.cuh"
+#include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
-#include "kernels/sm90/decode_dense/cluster_merge.cuh"
-#include "kernels/sm90/decode_dense/config.h"
-#include "kernels/sm90/decode_dense/epilogue.cuh"
-#include "kernels/sm90/decode_dense/mainloop.cuh"
-#include "kernels/sm90/decode_dense/problem.cuh"
+#include "kernels/sm90/heads_on_m/config.h"
+#include "kernels/sm90/heads_on_m/consumer_steps.cuh"
+#include "kernels/sm90/heads_on_m/epilogue.cuh"
+#include "kernels/sm90/heads_on_m/problem.cuh"
 
-namespace openmla::kernels::decode_dense {
+namespace openmla::kernels::heads_on_m {
 
 // ---- WG1: scores, softmax, left O half ------------------------------------------------------------
 // Per block: S = Q.K^T, mask, online softmax, publish P, O_left += P.V_left.
@@ -33,7 +36,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
                                       typename Traits::SharedStorage& smem, int q_group, int thread) {
   using namespace cute;
   using Element = typename Traits::Element;
-  using Loop = Mainloop<Traits>;
+  using Loop = ConsumerSteps<Traits>;
   const int lane = thread % 32;
 
   typename Traits::TiledMmaQK mma_qk;
@@ -151,8 +154,8 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
     // Both warpgroups' last products are done: Q and the stages become the merge buffer.
-    common::named_barrier_sync(kBarrierConsumers, 2 * kWarpgroupThreads);
-    ClusterMerge<Traits>::stash_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
+    common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
+    Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
     if (lane % 4 == 0) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) smem.piece_lse[rows[i].tile_row] = piece_lse[i];
@@ -165,7 +168,7 @@ template <class Traits, class Problem>
 __device__ void run_pv_warpgroup(const typename Problem::Params& params, const PartWork& part,
                                  typename Traits::SharedStorage& smem, int q_group, int thread) {
   using namespace cute;
-  using Loop = Mainloop<Traits>;
+  using Loop = ConsumerSteps<Traits>;
   const int lane = thread % 32;
 
   typename Traits::TiledMmaPV mma_pv;
@@ -225,9 +228,9 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
   }
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
-    common::named_barrier_sync(kBarrierConsumers, 2 * kWarpgroupThreads);
-    ClusterMerge<Traits>::stash_o(smem, tOrO_rc, rows, piece_norm, HEAD_DIM_V_HALF, lane);
+    common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
+    Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, HEAD_DIM_V_HALF, lane);
   }
 }
 
-}  // namespace openmla::kernels::decode_dense
+}  // namespace openmla::kernels::heads_on_m

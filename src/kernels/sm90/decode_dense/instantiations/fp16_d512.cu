@@ -1,6 +1,0 @@
-// sm90 dense decode kernel: fp16 Q/KV/out, d_qk = 512.
-#include "kernels/sm90/decode_dense/kernel.cuh"
-
-namespace openmla::kernels::decode_dense {
-template Status launch_kernel<DType::kFP16, 512>(const KernelParams&, dim3, int, cudaStream_t);
-}  // namespace openmla::kernels::decode_dense

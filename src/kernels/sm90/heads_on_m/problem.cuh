@@ -1,0 +1,68 @@
+// The Problem contract of the heads-on-M consumer warpgroups (consumers.cuh):
+// what they need to know about one kind of call — which query rows a tile
+// holds, which blocks an item has, which scores to mask, the final row
+// factors and where results go — and the two types it trades in (QueryRow,
+// ItemBlocks). Implementations: decode_dense/problem.cuh (DenseProblem, the
+// paged BF16/FP16 cache) and decode_sparse_fp8/heads_on_m_problem.cuh
+// (HeadsOnMProblem, the sparse FP8 cache).
+//
+// A problem type provides:
+//   using Params;                        kernel parameter block (has partial_o,
+//                                        partial_lse, scale_log2)
+//   kMayClusterSplit, clustered(params)  in-kernel cluster merge; when
+//                                        kMayClusterSplit, also
+//   stash_piece_o(...)                   one consumer's O half of a cluster
+//                                        piece -> the merge buffer
+//   item_blocks(params, part, item)      ItemBlocks of the part's item
+//   query_row(params, q_group, row)      QueryRow of tile row `row`
+//   ItemMask item_mask(...)              per-item masking state
+//   fill_stage(...)                      WG1 / WG2, before waiting for a stage:
+//                                        their share of filling it (if any)
+//   prepare_stage(...)                   WG1, before S: fix up the stage
+//   release_stage(smem, stage)           lane 0 of each consumer warp, after its
+//                                        last read of the stage
+//   mask_scores(...)                     -inf for keys a row must not see
+//   row_norm(...)                        factor of the final O row
+//   out_row / lse_entry / partial_row    where a row's results go
+#pragma once
+
+#include "kernels/sm90/heads_on_m/config.h"
+#include "openmla/schedule.h"
+
+namespace openmla::kernels::heads_on_m {
+
+// The two query rows one consumer thread owns (rows r and r + 8 of the tile).
+struct QueryRow {
+  int tile_row;  // 0..63
+  bool real;     // false for padding rows past the tile's rows
+  int s;         // query token (0 when the item is one token)
+  int head;      // query head
+};
+
+// The blocks of one item that a part owns.
+struct ItemBlocks {
+  int length;       // KV tokens of the request, clamped to [0, max_length]
+  int begin_block;  // first 64-token block (inclusive)
+  int end_block;    // one past the last block
+  bool partial;     // write partial_o / partial_lse instead of out / lse
+  int slot;         // partial slot (when partial)
+};
+
+// `length`: the item's KV length (dense) or counted index positions (sparse).
+__device__ __forceinline__ ItemBlocks item_blocks_of_length(const PartWork& part, int item, int length) {
+  ItemBlocks r;
+  r.length = length;
+  const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
+  r.begin_block = part_item_begin_block(part, item);
+  r.end_block = item == part.end_item ? part.end_block : num_blocks;
+  r.partial = part_item_is_partial(part, item);
+  r.slot = r.partial ? part_item_slot(part, item) : 0;
+  return r;
+}
+
+// Valid (loaded, finite) tokens of block `block`: [0, 64) clipped to the length.
+__device__ __forceinline__ int block_valid_tokens(int length, int block) {
+  return min(max(length - block * BLOCK_N, 0), BLOCK_N);
+}
+
+}  // namespace openmla::kernels::heads_on_m
