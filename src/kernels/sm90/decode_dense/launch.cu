@@ -115,15 +115,15 @@ Status encode_kv_tensor_map(const DenseDecodeParams& params, int box_tokens, CUt
 // files are not compiled): these stand in for them; the capability check
 // (validate/build_options.h) refuses fp16 first, so run() never reaches them.
 template <>
-Status launch_kernel<DType::kFP16, kHeadDimQK>(const KernelParams&, dim3, int, cudaStream_t) {
+Status launch_column_split_kernel<DType::kFP16, kHeadDimQK>(const KernelParams&, dim3, int, cudaStream_t) {
   return Status::not_supported(std::string(kEntry) + ": fp16 kernels not built (OPENMLA_ENABLE_FP16=OFF)");
 }
 template <>
-Status launch_kernel<DType::kFP16, kHeadDimLatent>(const KernelParams&, dim3, int, cudaStream_t) {
+Status launch_column_split_kernel<DType::kFP16, kHeadDimLatent>(const KernelParams&, dim3, int, cudaStream_t) {
   return Status::not_supported(std::string(kEntry) + ": fp16 kernels not built (OPENMLA_ENABLE_FP16=OFF)");
 }
 template <>
-Status launch_pair_kernel<DType::kFP16>(const KernelParams&, dim3, cudaStream_t) {
+Status launch_alternate_blocks_kernel<DType::kFP16>(const KernelParams&, dim3, cudaStream_t) {
   return Status::not_supported(std::string(kEntry) + ": fp16 kernels not built (OPENMLA_ENABLE_FP16=OFF)");
 }
 #endif
