@@ -153,6 +153,18 @@ def _optional_key(t: Optional[Tensor]):
     return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 
+def dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v, num_sms,
+              max_parts, min_parts) -> tuple:
+    """Everything a dense preparation reads (see the module docstring)."""
+    return (q.shape, q.stride(), q.dtype, q.get_device(),
+            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
+            block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device(),
+            seqlens.shape, seqlens.stride(), seqlens.dtype, seqlens.get_device(),
+            _optional_key(q_scale), _optional_key(kv_scale),
+            None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
+            softmax_scale, causal, d_v, num_sms, max_parts, min_parts)
+
+
 def _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
                    d_v, num_sms, max_parts, min_parts, entry: Entry):
     b, s_q, h_q = q.shape[:3] if q.dim() == 4 else (1, 1, 1)
@@ -183,13 +195,8 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     With workspace None, `holder.<slot>` (when given) keeps the workspace from call to call; else one is
     allocated for this call.
     """
-    key = (q.shape, q.stride(), q.dtype, q.get_device(),
-           kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
-           block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device(),
-           seqlens.shape, seqlens.stride(), seqlens.dtype, seqlens.get_device(),
-           _optional_key(q_scale), _optional_key(kv_scale),
-           None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
-           softmax_scale, causal, d_v, num_sms, max_parts, min_parts)
+    key = dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v,
+                    num_sms, max_parts, min_parts)
     prepared = _dense_calls.get(key)
     if prepared is None:
         prepared = _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
@@ -223,6 +230,17 @@ def _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_sc
 # ---------------------------------------------------------------------------
 # Sparse decode
 # ---------------------------------------------------------------------------
+def sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms, max_parts,
+               min_parts) -> tuple:
+    """Everything a sparse preparation reads (see the module docstring)."""
+    return (q.shape, q.stride(), q.dtype, q.get_device(),
+            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
+            indices.shape, indices.stride(), indices.dtype, indices.get_device(),
+            _optional_key(topk_length), _optional_key(attn_sink),
+            None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
+            softmax_scale, d_v, num_sms, max_parts, min_parts)
+
+
 def _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
                     max_parts, min_parts, entry: Entry):
     b, s_q, h_q = q.shape[:3] if q.dim() == 4 else (1, 1, 1)
@@ -248,12 +266,8 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optio
                   num_sms: int, max_parts: int, min_parts: int, stream: Optional[torch.cuda.Stream] = None,
                   entry: Entry = SPARSE, holder: object = None, slot: str = ""):
     """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32, without the dispatcher."""
-    key = (q.shape, q.stride(), q.dtype, q.get_device(),
-           kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
-           indices.shape, indices.stride(), indices.dtype, indices.get_device(),
-           _optional_key(topk_length), _optional_key(attn_sink),
-           None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
-           softmax_scale, d_v, num_sms, max_parts, min_parts)
+    key = sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms, max_parts,
+                     min_parts)
     prepared = _sparse_calls.get(key)
     if prepared is None:
         prepared = _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v,
