@@ -117,10 +117,19 @@ SPARSE = Entry("sparse_decode", ("topk_length", "attn_sink", "kv_cache", "worksp
                                  "kv", "q"), aliases={"kv": "kv_cache"})
 
 
+def _argument(entry: Entry, internal: str) -> str:
+    """"argument 'k_cache'", or "argument 'k_cache' (page_size)" when the C++ named a part of it."""
+    public = entry.public(internal)
+    if public == internal or internal in entry.tensors or internal in entry.names or \
+            _DTYPE_FIELD.fullmatch(internal) or entry.aliases.get(internal) == public:
+        return f"argument '{public}'"
+    return f"argument '{public}' ({internal})"
+
+
 def public_error(error: Exception, entry: Entry) -> Exception:
     """`error` with one prefix (the public entry) and the caller's argument names."""
     message = _PREFIX.sub("", str(error), count=1)
-    message = _ARGUMENT.sub(lambda m: f"argument '{entry.public(m.group(1))}'", message)
+    message = _ARGUMENT.sub(lambda m: _argument(entry, m.group(1)), message)
     message = _DTYPE_FIELD.sub(lambda m: entry.public(m.group(1)) + ".dtype", message)
     if entry.names:
         renamed = re.compile(r"\b(" + "|".join(map(re.escape, entry.names)) + r")\b")

@@ -139,7 +139,7 @@ def _misaligned(t):
     (lambda x: x.update(softmax_scale=float("nan")), ValueError,
      r"^dense_decode: argument 'softmax_scale' must be finite and positive"),
     (lambda x: x.update(q=x["q"][:, :, :0]), ValueError,
-     r"^dense_decode: argument 'q' is out of range: got h_q = 0"),
+     r"^dense_decode: argument 'q' \(h_q\) is out of range: got h_q = 0"),
 ])
 def test_dense_validation_messages(mutate, error, pattern):
     x = make_dense_inputs([10, 20], h_q=16, page_size=16)

@@ -10,10 +10,12 @@ VAR_POSITIONAL / VAR_KEYWORD mark *args / **kwargs.
 
 import dataclasses
 import inspect
+import re
 
 import pytest
 import torch
 
+import openmla
 from openmla import flash_mla, flash_mla_tensor_metadata
 from mla_reference import (TOKEN_BYTES, assert_attention_close, default_scale, dense_decode_ref, make_dense_inputs,
                            quantize_sparse_tokens, random_indices, sparse_decode_ref, sparse_prefill_ref)
@@ -270,3 +272,46 @@ def test_tensor_metadata_sparse_prefill_positional():
     out, max_logits, lse = flash_mla_tensor_metadata.flash_mla_sparse_fwd(q, kv, indices, 0.04, 512)
     out_ref, max_ref, lse_ref = sparse_prefill_ref(q, kv, indices, 0.04)
     assert_attention_close(out, lse, out_ref, lse_ref, max_logits=max_logits, max_logits_ref=max_ref)
+
+
+# ---------------------------------------------------------------------------
+# Messages name the public entry and the caller's argument, with one prefix
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("mutate, pattern", [
+    (lambda a: a.update(q=a["q"].float(), k_cache=a["k_cache"].float()),
+     r"^flash_mla_with_kvcache: argument 'q' is not supported: got q.dtype = fp32"),
+    (lambda a: a.update(k_cache=a["k_cache"].half()),
+     r"^flash_mla_with_kvcache: argument 'k_cache' must match q.dtype: got k_cache.dtype = fp16"),
+    (lambda a: a.update(cache_seqlens=a["cache_seqlens"].long()),
+     r"^flash_mla_with_kvcache: argument 'cache_seqlens' has an unsupported dtype: got cache_seqlens.dtype = int64"),
+    (lambda a: a.update(head_dim_v=256), r"^flash_mla_with_kvcache: argument 'head_dim_v' is not supported"),
+    (lambda a: a.update(softmax_scale=float("nan")), r"^flash_mla_with_kvcache: argument 'softmax_scale' must be"),
+])
+def test_messages_name_the_callers_arguments(mutate, pattern):
+    x = make_dense_inputs([3, 5], h_q=16, page_size=64)
+    args = dict(q=x.q, k_cache=x.kv_cache, block_table=x.block_table, cache_seqlens=x.seqlens, head_dim_v=512,
+                tile_scheduler_metadata=flash_mla.get_mla_metadata()[0], softmax_scale=None)
+    mutate(args)
+    with pytest.raises((ValueError, NotImplementedError)) as caught:
+        flash_mla.flash_mla_with_kvcache(**args)
+    message = str(caught.value)
+    assert re.search(pattern, message), message
+    assert "reference_" not in message and "_run:" not in message and message.count(":") >= 1
+    assert not re.match(r"^\w+: \w+: ", message), message  # one prefix
+
+
+def test_tensor_metadata_messages():
+    x = make_dense_inputs([3], h_q=16, page_size=64, dtype=torch.float8_e4m3fn)
+    md = flash_mla_tensor_metadata.get_mla_metadata_dense_fp8(x.seqlens, 16, 1)
+    with pytest.raises(ValueError, match=r"^flash_mla_with_kvcache_fp8: argument 'descale_q' must not be null"):
+        flash_mla_tensor_metadata.flash_mla_with_kvcache_fp8(x.q, x.kv_cache, x.block_table, x.seqlens, 512, *md)
+
+
+def test_no_cuda_device_message():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(RuntimeError, match=r"^DensePlan: argument 'device' is a CUDA device but there is no CUDA "
+                                           r"device: got cuda, expected .*CPU tensors run the C\+\+ reference$"):
+        openmla.DensePlan(batch=1, h_q=16, num_pages=1, max_pages_per_seq=1, device="cuda")
+    with pytest.raises(RuntimeError, match=r"^device_info: argument 'device' is a CUDA device but there is no CUDA"):
+        openmla.device_info(0)
