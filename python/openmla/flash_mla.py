@@ -12,11 +12,13 @@ Metadata (the lazy form of 9241ae3)
 -----------------------------------
 get_mla_metadata(*args, **kwargs) ignores its arguments and returns
 (FlashMLASchedMeta(), None). The first flash_mla_with_kvcache call that receives the
-object fills `config` (FlashMLA's fields) and allocates OpenMLA's workspace into
-`tile_scheduler_metadata` (a uint8 tensor: schedule records, scheduler scratch,
-split accumulators); `num_splits` stays None. Later calls with the same object
-(every layer of a step) check their arguments against `config` and reuse the
-workspace. OpenMLA rebuilds its schedule on the device from cache_seqlens /
+object fills `config` (FlashMLA's fields) and allocates OpenMLA's workspace (a
+uint8 tensor: schedule records, scheduler scratch, split accumulators), kept on
+the object beside the dataclass fields (attribute `_openmla_workspace`). Later
+calls with the same object (every layer of a step) check their arguments against
+`config` and reuse the workspace. `tile_scheduler_metadata` and `num_splits` are
+left to the caller: a [num_sm_parts, 8] tensor put there (vLLM's batch-invariant
+mode puts a [1, 8] one) caps OpenMLA's SM parts at num_sm_parts (1: no split). OpenMLA rebuilds its schedule on the device from cache_seqlens /
 topk_length inside every call (also on every CUDA-graph replay), so unlike
 FlashMLA's an object stays valid when the lengths change; only the shapes must stay.
 
@@ -60,6 +62,8 @@ __all__ = [
 ]
 
 _ENTRY = "flash_mla_with_kvcache"
+# Where a FlashMLASchedMeta keeps OpenMLA's workspace (an attribute beside the dataclass fields).
+_WORKSPACE_SLOT = "_openmla_workspace"
 # openmla's argument names -> FlashMLA's, for messages from the C++ checks.
 _NAMES = {"kv_cache": "k_cache", "seqlens": "cache_seqlens", "workspace": "tile_scheduler_metadata",
           "d_v": "head_dim_v", "softmax_scale": "softmax_scale"}
@@ -72,8 +76,8 @@ _PREFILL = _eager.PREFILL.renamed("flash_mla_sparse_fwd", {"softmax_scale": "sm_
 class FlashMLASchedMeta:
     """What get_mla_metadata() returns; flash_mla_with_kvcache fills it on first use.
 
-    tile_scheduler_metadata: OpenMLA's workspace (uint8 [workspace_bytes]) on the
-    device of the first call; num_splits: None (OpenMLA has no split counts).
+    OpenMLA never writes tile_scheduler_metadata / num_splits; a caller-made
+    tile_scheduler_metadata [num_sm_parts, 8] caps the SM parts (see the module docstring).
     """
 
     @dataclasses.dataclass
@@ -95,8 +99,8 @@ class FlashMLASchedMeta:
 
     config: Optional[Config] = None
 
-    tile_scheduler_metadata: Optional[torch.Tensor] = None  # OpenMLA's workspace, uint8
-    num_splits: Optional[torch.Tensor] = None  # always None
+    tile_scheduler_metadata: Optional[torch.Tensor] = None  # [num_sm_parts, 8] int32 or None: caps the SM parts
+    num_splits: Optional[torch.Tensor] = None  # not read
 
 
 def get_mla_metadata(*args, **kwargs) -> Tuple[FlashMLASchedMeta, None]:
@@ -214,23 +218,34 @@ def flash_mla_with_kvcache(
         _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvcache, indices, attn_sink,
                          topk_length)
 
+    # A caller-made tile_scheduler_metadata [num_sm_parts, 8] (vLLM's batch-invariant mode makes [1, 8])
+    # caps the number of SM parts: 1 means no split, so a request's result does not depend on its batch.
+    max_parts = _caller_parts(meta.tile_scheduler_metadata)
     eager = _eager.applies(q)
     if indices is not None:
         # ---- sparse decode over the 656-byte FP8 cache ----
         if eager:
             return _eager.sparse_decode(q, k_cache, indices, None, topk_length, attn_sink, float(softmax_scale),
-                                        int(head_dim_v), 0, 0, 0, None, _SPARSE, meta, "tile_scheduler_metadata")
-        return torch.ops.openmla.sparse_decode(q, k_cache, indices, meta.tile_scheduler_metadata, topk_length,
-                                               attn_sink, float(softmax_scale), int(head_dim_v), 0, 0, 0)
+                                        int(head_dim_v), 0, max_parts, 0, None, _SPARSE, meta, _WORKSPACE_SLOT)
+        return torch.ops.openmla.sparse_decode(q, k_cache, indices, meta.__dict__.get(_WORKSPACE_SLOT), topk_length,
+                                               attn_sink, float(softmax_scale), int(head_dim_v), 0, max_parts, 0)
 
     # ---- dense decode ----
     if eager:
         return _eager.dense_decode(q, k_cache, block_table, cache_seqlens, None, None, None, float(softmax_scale),
-                                   bool(causal), int(head_dim_v), 0, 0, 0, None, _DENSE, meta,
-                                   "tile_scheduler_metadata")
+                                   bool(causal), int(head_dim_v), 0, max_parts, 0, None, _DENSE, meta,
+                                   _WORKSPACE_SLOT)
     # torch.compile: a workspace filled by an eager call, else the op allocates one per call.
-    return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, meta.tile_scheduler_metadata,
-                                          None, None, float(softmax_scale), bool(causal), int(head_dim_v), 0, 0, 0)
+    return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, meta.__dict__.get(_WORKSPACE_SLOT),
+                                          None, None, float(softmax_scale), bool(causal), int(head_dim_v), 0,
+                                          max_parts, 0)
+
+
+def _caller_parts(tile_scheduler_metadata) -> int:
+    """num_sm_parts of a caller-made [num_sm_parts, 8] int32 metadata tensor, else 0 (the planner decides)."""
+    if isinstance(tile_scheduler_metadata, torch.Tensor) and tile_scheduler_metadata.dim() == 2:
+        return tile_scheduler_metadata.shape[0]
+    return 0
 
 
 # ---------------------------------------------------------------------------

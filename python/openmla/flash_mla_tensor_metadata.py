@@ -22,7 +22,9 @@ cache_seqlens' device, but nothing reads their contents (they are zeros):
 
 - tile_scheduler_metadata [num_sm_parts, 8] int32: num_sm_parts is the number of
   SM parts OpenMLA's planner picks for these shapes (so buffers sized from it
-  behave as with FlashMLA: the largest batch gives the largest tensor).
+  behave as with FlashMLA: the largest batch gives the largest tensor). The call
+  caps its SM parts at the tensor's row count, so a caller-made [1, 8] tensor
+  (vLLM's batch-invariant mode) means no split, as with FlashMLA.
 - num_splits [b + 1] int32.
 
 The workspace is held alongside: the first flash_mla_with_kvcache call that
@@ -185,6 +187,8 @@ def _decode(entries: Tuple[_eager.Entry, _eager.Entry], q, k_cache, block_table,
             num_splits, softmax_scale, causal, descale_q, descale_k, is_fp8_kvcache, indices):
     name = entries[0].name
     _check_metadata(name, tile_scheduler_metadata, num_splits)
+    # num_sm_parts caps OpenMLA's SM parts: ours from get_mla_metadata, or a caller-made one ([1, 8]: no split).
+    max_parts = tile_scheduler_metadata.shape[0] if tile_scheduler_metadata.dim() == 2 else 0
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     eager = _eager.applies(q)
@@ -202,10 +206,10 @@ def _decode(entries: Tuple[_eager.Entry, _eager.Entry], q, k_cache, block_table,
                                  "per-tile scales): got a tensor, expected None")
         if eager:
             return _eager.sparse_decode(q, k_cache, indices, None, None, None, float(softmax_scale),
-                                        int(head_dim_v), 0, 0, 0, None,
+                                        int(head_dim_v), 0, max_parts, 0, None,
                                         entries[1], tile_scheduler_metadata, _WORKSPACE_SLOT)
         return torch.ops.openmla.sparse_decode(q, k_cache, indices, None, None, None, float(softmax_scale),
-                                               int(head_dim_v), 0, 0, 0)
+                                               int(head_dim_v), 0, max_parts, 0)
 
     # ---- dense decode (BF16/FP16; FP8 with descale_q / descale_k) ----
     for arg, value in (("block_table", block_table), ("cache_seqlens", cache_seqlens)):
@@ -223,10 +227,10 @@ def _decode(entries: Tuple[_eager.Entry, _eager.Entry], q, k_cache, block_table,
         k_cache = k_cache.view(torch.float8_e4m3fn)
     if eager:
         return _eager.dense_decode(q, k_cache, block_table, cache_seqlens, None, descale_q, descale_k,
-                                   float(softmax_scale), bool(causal), int(head_dim_v), 0, 0, 0, None,
+                                   float(softmax_scale), bool(causal), int(head_dim_v), 0, max_parts, 0, None,
                                    entries[0], tile_scheduler_metadata, _WORKSPACE_SLOT)
     return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, None, descale_q, descale_k,
-                                          float(softmax_scale), bool(causal), int(head_dim_v), 0, 0, 0)
+                                          float(softmax_scale), bool(causal), int(head_dim_v), 0, max_parts, 0)
 
 
 def flash_mla_with_kvcache(

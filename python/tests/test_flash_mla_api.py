@@ -315,3 +315,16 @@ def test_no_cuda_device_message():
         openmla.DensePlan(batch=1, h_q=16, num_pages=1, max_pages_per_seq=1, device="cuda")
     with pytest.raises(RuntimeError, match=r"^device_info: argument 'device' is a CUDA device but there is no CUDA"):
         openmla.device_info(0)
+
+
+def test_caller_made_scheduler_metadata_caps_parts():
+    # vLLM's batch-invariant mode puts a [1, 8] tile_scheduler_metadata on the object: one SM part, no split.
+    x = make_dense_inputs([30, 70], h_q=16, page_size=64)
+    meta, _ = flash_mla.get_mla_metadata()
+    meta.tile_scheduler_metadata = torch.zeros(1, 8, dtype=torch.int32)
+    meta.num_splits = torch.zeros(3, dtype=torch.int32)
+    assert flash_mla._caller_parts(meta.tile_scheduler_metadata) == 1
+    out, lse = flash_mla.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512, meta, None, None, True)
+    assert_attention_close(out, lse, *dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(),
+                                                       causal=True))
+    assert meta.tile_scheduler_metadata.shape == (1, 8)  # left as the caller set it
