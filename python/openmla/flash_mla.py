@@ -17,8 +17,8 @@ uint8 tensor: schedule records, scheduler scratch, split accumulators), kept on
 the object beside the dataclass fields (attribute `_openmla_workspace`). Later
 calls with the same object (every layer of a step) check their arguments against
 `config` and reuse the workspace. `tile_scheduler_metadata` and `num_splits` are
-left to the caller: a [num_sm_parts, 8] tensor put there (vLLM's batch-invariant
-mode puts a [1, 8] one) caps OpenMLA's SM parts at num_sm_parts (1: no split). OpenMLA rebuilds its schedule on the device from cache_seqlens /
+left to the caller: a [1, 8] tensor put there (vLLM's batch-invariant mode) makes
+the calls run without a split. OpenMLA rebuilds its schedule on the device from cache_seqlens /
 topk_length inside every call (also on every CUDA-graph replay), so unlike
 FlashMLA's an object stays valid when the lengths change; only the shapes must stay.
 
@@ -77,7 +77,7 @@ class FlashMLASchedMeta:
     """What get_mla_metadata() returns; flash_mla_with_kvcache fills it on first use.
 
     OpenMLA never writes tile_scheduler_metadata / num_splits; a caller-made
-    tile_scheduler_metadata [num_sm_parts, 8] caps the SM parts (see the module docstring).
+    tile_scheduler_metadata [1, 8] means no split (see the module docstring).
     """
 
     @dataclasses.dataclass
@@ -99,7 +99,7 @@ class FlashMLASchedMeta:
 
     config: Optional[Config] = None
 
-    tile_scheduler_metadata: Optional[torch.Tensor] = None  # [num_sm_parts, 8] int32 or None: caps the SM parts
+    tile_scheduler_metadata: Optional[torch.Tensor] = None  # None, or the caller's [1, 8] int32: no split
     num_splits: Optional[torch.Tensor] = None  # not read
 
 
@@ -218,8 +218,8 @@ def flash_mla_with_kvcache(
         _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvcache, indices, attn_sink,
                          topk_length)
 
-    # A caller-made tile_scheduler_metadata [num_sm_parts, 8] (vLLM's batch-invariant mode makes [1, 8])
-    # caps the number of SM parts: 1 means no split, so a request's result does not depend on its batch.
+    # A caller-made tile_scheduler_metadata [1, 8] (vLLM's batch-invariant mode) means one SM part, no
+    # split, so a request's result does not depend on its batch.
     max_parts = _caller_parts(meta.tile_scheduler_metadata)
     eager = _eager.applies(q)
     if indices is not None:
@@ -242,9 +242,10 @@ def flash_mla_with_kvcache(
 
 
 def _caller_parts(tile_scheduler_metadata) -> int:
-    """num_sm_parts of a caller-made [num_sm_parts, 8] int32 metadata tensor, else 0 (the planner decides)."""
-    if isinstance(tile_scheduler_metadata, torch.Tensor) and tile_scheduler_metadata.dim() == 2:
-        return tile_scheduler_metadata.shape[0]
+    """1 (no split) for a caller-made [1, 8] metadata tensor, else 0 (the planner decides)."""
+    if isinstance(tile_scheduler_metadata, torch.Tensor) and tile_scheduler_metadata.dim() == 2 and \
+            tile_scheduler_metadata.shape[0] == 1:
+        return 1
     return 0
 
 

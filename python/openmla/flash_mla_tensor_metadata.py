@@ -20,11 +20,12 @@ cache_seqlens (or the indices) inside a workspace whose size depends on shapes
 only. So the two tensors are real tensors of FlashMLA's shapes and dtypes, on
 cache_seqlens' device, but nothing reads their contents (they are zeros):
 
-- tile_scheduler_metadata [num_sm_parts, 8] int32: num_sm_parts is the number of
-  SM parts OpenMLA's planner picks for these shapes (so buffers sized from it
-  behave as with FlashMLA: the largest batch gives the largest tensor). The call
-  caps its SM parts at the tensor's row count, so a caller-made [1, 8] tensor
-  (vLLM's batch-invariant mode) means no split, as with FlashMLA.
+- tile_scheduler_metadata [num_sm_parts, 8] int32, num_sm_parts counted as FlashMLA
+  counts it (SMs / h_k / ceil(num_q_tokens_per_head_k / 64), at least 1), so it is
+  the same for every batch size and buffers made once take every step's copy. A
+  [1, 8] tensor (FlashMLA's count when it would not split, or one the caller made,
+  as vLLM's batch-invariant mode does) makes the call run without a split; any
+  other count leaves OpenMLA's planner free.
 - num_splits [b + 1] int32.
 
 The workspace is held alongside: the first flash_mla_with_kvcache call that
@@ -52,7 +53,7 @@ import torch
 import openmla
 from openmla import _eager
 from openmla._api import _sparse_prefill
-from openmla._plans import DensePlan, SparsePlan
+from openmla._plans import device_info
 
 __version__ = openmla.__version__
 
@@ -77,24 +78,19 @@ _NAMES = {"kv_cache": "k_cache", "seqlens": "cache_seqlens", "workspace": "tile_
 # ---------------------------------------------------------------------------
 # Metadata
 # ---------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1024)
-def _num_sm_parts(device: torch.device, batch: int, rows_per_head_k: int, h_k: int, h_q: Optional[int],
-                  fp8: bool, topk: Optional[int]) -> int:
-    """The planner's part count for these shapes (page counts and lengths do not change it)."""
-    if topk is not None:
-        s_q = max(1, rows_per_head_k * h_k // h_q)
-        plan = SparsePlan(batch=batch, s_q=s_q, h_q=h_q, topk=topk, num_pages=1, device=device)
-    else:
-        if h_q is None:
-            # Only s_q * h_q matters to the dense plan: take the most heads that fit one 128-row tile.
-            per_k = max(d for d in range(1, max(1, min(rows_per_head_k, 128 // h_k)) + 1)
-                        if rows_per_head_k % d == 0)
-            h_q, s_q = per_k * h_k, rows_per_head_k // per_k
-        else:
-            s_q = max(1, rows_per_head_k * h_k // h_q)
-        plan = DensePlan(batch=batch, s_q=s_q, h_q=h_q, h_kv=h_k, num_pages=1, max_pages_per_seq=1,
-                         dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16, device=device)
-    return max(1, plan.num_parts)
+# Query rows one SM part covers in FlashMLA's count of parts.
+_ROWS_PER_PART = 64
+
+
+@functools.lru_cache(maxsize=256)
+def _num_sm_parts(device: torch.device, rows_per_head_k: int, h_k: int) -> int:
+    """FlashMLA's part count: SMs / h_k / ceil(rows / 64), at least 1; it does not depend on the batch.
+
+    Engines copy each step's metadata into a buffer made once (SGLang copies the whole tensor), so
+    the row count must stay the same for every batch size.
+    """
+    num_sms = device_info(device).num_sms
+    return max(1, num_sms // h_k // -(-rows_per_head_k // _ROWS_PER_PART))
 
 
 def _metadata(entry: str, cache_seqlens: torch.Tensor, num_q_tokens_per_head_k: int, num_heads_k: int,
@@ -114,9 +110,7 @@ def _metadata(entry: str, cache_seqlens: torch.Tensor, num_q_tokens_per_head_k: 
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     batch = cache_seqlens.shape[0]
-    parts = _num_sm_parts(device, batch, int(num_q_tokens_per_head_k), int(num_heads_k),
-                          None if num_heads_q is None else int(num_heads_q), bool(is_fp8_kvcache),
-                          None if topk is None else int(topk))
+    parts = _num_sm_parts(device, int(num_q_tokens_per_head_k), int(num_heads_k))
     tile_scheduler_metadata = torch.zeros((parts, TILE_SCHEDULER_METADATA_SIZE), dtype=torch.int32, device=device)
     num_splits = torch.zeros(batch + 1, dtype=torch.int32, device=device)
     return tile_scheduler_metadata, num_splits
@@ -187,8 +181,9 @@ def _decode(entries: Tuple[_eager.Entry, _eager.Entry], q, k_cache, block_table,
             num_splits, softmax_scale, causal, descale_q, descale_k, is_fp8_kvcache, indices):
     name = entries[0].name
     _check_metadata(name, tile_scheduler_metadata, num_splits)
-    # num_sm_parts caps OpenMLA's SM parts: ours from get_mla_metadata, or a caller-made one ([1, 8]: no split).
-    max_parts = tile_scheduler_metadata.shape[0] if tile_scheduler_metadata.dim() == 2 else 0
+    # A [1, 8] metadata (FlashMLA's count when it would not split, or a caller's, as vLLM's batch-invariant
+    # mode makes) means no split; any other count leaves the planner free.
+    max_parts = 1 if tile_scheduler_metadata.dim() == 2 and tile_scheduler_metadata.shape[0] == 1 else 0
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     eager = _eager.applies(q)

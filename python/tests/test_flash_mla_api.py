@@ -217,6 +217,13 @@ def test_tensor_metadata_shapes():
         assert tile_md.shape[1] == 8 and num_splits.shape == (4,)
     with pytest.raises(ValueError, match=r"^get_mla_metadata: argument 'num_heads_q' is missing"):
         flash_mla_tensor_metadata.get_mla_metadata(lens, 64, 1, None, True, 2048)
+    # FlashMLA's count of parts, the same for every batch: SGLang copies each step's tensor into one buffer.
+    buffer, _ = flash_mla_tensor_metadata.get_mla_metadata(torch.ones(256, dtype=torch.int32), 128, 1)
+    for batch in (1, 7, 256):
+        tile_md, num_splits = flash_mla_tensor_metadata.get_mla_metadata(torch.ones(batch, dtype=torch.int32), 128, 1)
+        buffer.copy_(tile_md)
+        assert num_splits.shape == (batch + 1,)
+    assert buffer.shape == (132 // 2, 8)  # 132 SMs (an H200 for CPU tensors), 128 rows = two 64-row groups
 
 
 def test_tensor_metadata_dense_positional():
