@@ -65,11 +65,11 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     if plan is not None and eager:
         _check_plan_once(plan, q, kv_cache, block_table, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
-    if eager:
-        return _eager.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
-                                   float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts, min_parts,
-                                   stream)
-    with _stream_context(stream):
+    with _stream_context(stream):  # outputs are allocated on the stream that uses them
+        if eager:
+            return _eager.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
+                                       float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
+                                       min_parts)
         return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
                                               float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
                                               min_parts)
@@ -92,10 +92,10 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
     if plan is not None and eager:
         _check_plan_once(plan, q, kv_cache, indices, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
-    if eager:
-        return _eager.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink, float(softmax_scale),
-                                    int(d_v), num_sms, max_parts, min_parts, stream)
-    with _stream_context(stream):
+    with _stream_context(stream):  # outputs are allocated on the stream that uses them
+        if eager:
+            return _eager.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
+                                        float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
         return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
                                                float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
 
