@@ -335,3 +335,23 @@ def test_caller_made_scheduler_metadata_caps_parts():
     assert_attention_close(out, lse, *dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(),
                                                        causal=True))
     assert meta.tile_scheduler_metadata.shape == (1, 8)  # left as the caller set it
+
+
+def test_torch_compile_fullgraph_both_forms():
+    x = make_dense_inputs([30, 70], h_q=16, page_size=64)
+    expected = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(), causal=True)
+    meta, _ = flash_mla.get_mla_metadata()
+
+    def lazy(q, kv, table, lens):
+        return flash_mla.flash_mla_with_kvcache(q * 1, kv, table, lens, 512, meta, None, None, True)
+
+    def tensors(q, kv, table, lens, tile_md, num_splits):
+        return flash_mla_tensor_metadata.flash_mla_with_kvcache(q * 1, kv, table, lens, 512, tile_md, num_splits,
+                                                                None, True)
+
+    assert_attention_close(*torch.compile(lazy, fullgraph=True)(x.q, x.kv_cache, x.block_table, x.seqlens),
+                           *expected)
+    assert meta.have_initialized
+    md = flash_mla_tensor_metadata.get_mla_metadata(x.seqlens, 16, 1)
+    assert_attention_close(*torch.compile(tensors, fullgraph=True)(x.q, x.kv_cache, x.block_table, x.seqlens, *md),
+                           *expected)
