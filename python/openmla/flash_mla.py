@@ -174,7 +174,8 @@ def flash_mla_with_kvcache(
     dtype (bf16/fp16), causal optional. Sparse: k_cache [num_blocks,
     page_block_size, 1, 656] bytes with is_fp8_kvcache=True, indices [b, s_q, topk]
     int32 (block * page_block_size + offset; -1 skips), optional topk_length [b]
-    int32 and attn_sink [h_q] fp32. tile_scheduler_metadata: from get_mla_metadata(),
+    int32 and attn_sink [h_q] fp32; block_table and cache_seqlens are not read (as
+    in FlashMLA, they may be None). tile_scheduler_metadata: from get_mla_metadata(),
     one per step, shared by the layers. Returns out [b, s_q, h_q, head_dim_v] and
     lse [b, h_q, s_q] float32.
     """
