@@ -1,8 +1,11 @@
 """The Pythonic entry points: dense_decode, sparse_decode, sparse_prefill.
 
-Each one fills defaults, checks a given plan against the tensors (eagerly; the
-C++ run checks the workspace either way), and calls the custom op, so eager
-code, torch.compile and CUDA-graph capture all take the same path.
+Each one fills defaults and checks a given plan against the tensors (once per
+plan and shapes; the C++ run checks the workspace either way). Eager calls on
+plain tensors take the prepared-call fast path (openmla/_eager.py: no
+dispatcher, no re-planning or re-checking for shapes seen before); under
+torch.compile or on fake/subclass tensors they call the custom op, whose
+implementation runs the same C++.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from openmla import _C
+from openmla import _C, _eager
 from openmla._plans import DensePlan, SparsePlan
 
 # Importing registers the ops under torch.ops.openmla.
@@ -28,8 +31,13 @@ def _plan_ints(plan) -> Tuple[int, int, int]:
     return (plan.num_sms, plan.max_parts, plan.min_parts) if plan is not None else (0, 0, 0)
 
 
-def _eager() -> bool:
-    return not torch.compiler.is_compiling()
+def _check_plan_once(plan, q: Tensor, kv_cache: Tensor, index: Tensor, d_v: int) -> None:
+    """plan.check_tensors, skipped for shapes this plan was already checked against."""
+    checked = plan.__dict__.setdefault("_checked_shapes", set())
+    key = (q.shape, q.dtype, kv_cache.shape, kv_cache.dtype, index.shape, d_v)
+    if key not in checked:
+        plan.check_tensors(q, kv_cache, index, d_v)
+        checked.add(key)
 
 
 def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tensor, *,
@@ -53,10 +61,15 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     """
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
-    if plan is not None and _eager():
-        plan.check_tensors(q, kv_cache, block_table, d_v)
+    eager = _eager.applies(q)
+    if plan is not None and eager:
+        _check_plan_once(plan, q, kv_cache, block_table, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
-    with _stream_context(stream):
+    with _stream_context(stream):  # outputs are allocated on the stream that uses them
+        if eager:
+            return _eager.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
+                                       float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
+                                       min_parts)
         return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
                                               float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
                                               min_parts)
@@ -75,10 +88,14 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
     """
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
-    if plan is not None and _eager():
-        plan.check_tensors(q, kv_cache, indices, d_v)
+    eager = _eager.applies(q)
+    if plan is not None and eager:
+        _check_plan_once(plan, q, kv_cache, indices, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
-    with _stream_context(stream):
+    with _stream_context(stream):  # outputs are allocated on the stream that uses them
+        if eager:
+            return _eager.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
+                                        float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
         return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
                                                float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
 
@@ -92,8 +109,18 @@ def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Opt
     Returns out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 and lse [s_q, h_q] fp32
     (empty rows: max_logits -inf, lse +inf, out 0).
     """
+    return _sparse_prefill(_eager.PREFILL, q, kv, indices, softmax_scale, topk_length, attn_sink, d_v, stream)
+
+
+def _sparse_prefill(entry: "_eager.Entry", q: Tensor, kv: Tensor, indices: Tensor, softmax_scale: Optional[float],
+                    topk_length: Optional[Tensor], attn_sink: Optional[Tensor], d_v: int,
+                    stream: Optional[torch.cuda.Stream]) -> Tuple[Tensor, Tensor, Tensor]:
+    """sparse_prefill, with errors named for `entry` (the public function the caller used)."""
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
-    with _stream_context(stream):
-        return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale),
-                                                int(d_v))
+    try:
+        with _stream_context(stream):
+            return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale),
+                                                    int(d_v))
+    except (ValueError, NotImplementedError) as error:
+        raise _eager.public_error(error, entry) from None

@@ -24,14 +24,24 @@ _DTYPES = {
 }
 
 
-def _as_torch_device(device: DeviceLike) -> torch.device:
+def _require_cuda(entry: str, device) -> None:
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"{entry}: argument 'device' is a CUDA device but there is no CUDA device: got {device}, "
+                           "expected a CUDA device visible to torch (torch.cuda.is_available() is False); "
+                           "CPU tensors run the C++ reference")
+
+
+def _as_torch_device(device: DeviceLike, entry: str = "device_info") -> torch.device:
     if device is None:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if isinstance(device, int):
+        _require_cuda(entry, f"cuda:{device}")
         return torch.device("cuda", device)
     device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    if device.type == "cuda":
+        _require_cuda(entry, device)
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
@@ -109,6 +119,8 @@ class _Plan:
     _shape_fn = None  # _C.*_decode_shape(q, cache, table_or_indices, d_v)
 
     def _init_from_shape(self, shape, device: DeviceLike, max_parts: int, min_parts: int) -> None:
+        if not isinstance(device, _C.DeviceInfo):
+            _as_torch_device(device, type(self).__name__)  # names a missing CUDA device for this entry
         info, options = device_info(device), plan_options(max_parts, min_parts)
         self.shape = shape
         _Plan.__init__(self, type(self)._plan_fn(shape, info, options), info, options, _plan_device(device))

@@ -1,58 +1,84 @@
-"""FlashMLA's Python API on OpenMLA: switch by changing one import.
+"""FlashMLA's Python API (deepseek-ai/FlashMLA 9241ae3) on OpenMLA: switch by changing one import.
 
-    from openmla.flash_mla import get_mla_metadata, flash_mla_with_kvcache, flash_mla_sparse_fwd
+    from openmla.flash_mla import FlashMLASchedMeta, get_mla_metadata, flash_mla_with_kvcache, flash_mla_sparse_fwd
 
-Same signatures, shapes, dtypes and LSE convention as FlashMLA (deepseek-ai/FlashMLA,
-flash_mla_interface.py): q [b, s_q, h_q, d], k_cache [num_blocks, page_block_size, h_kv, d],
-out [b, s_q, h_q, d_v], lse [b, h_q, s_q] float32 (natural log, +inf for an empty row).
+The same names, signatures (names, positional order, defaults), shapes, dtypes and
+LSE convention as the `flash_mla` package: q [b, s_q, h_q, d], k_cache [num_blocks,
+page_block_size, h_k, d], out [b, s_q, h_q, head_dim_v], lse [b, h_q, s_q] float32
+(natural log, +inf for an empty row). python/tests/test_flash_mla_api.py holds
+FlashMLA's signatures as data and checks every function against them.
 
-How the scheduling metadata maps
---------------------------------
-OpenMLA has no separate metadata kernel: every call rebuilds its split-KV
-schedule on the device from cache_seqlens (or topk_length), inside a workspace
-whose size the planner fixes from shapes alone. So FlashMLA's metadata becomes
-that workspace:
+Metadata (the lazy form of 9241ae3)
+-----------------------------------
+get_mla_metadata(*args, **kwargs) ignores its arguments and returns
+(FlashMLASchedMeta(), None). The first flash_mla_with_kvcache call that receives the
+object fills `config` (FlashMLA's fields) and allocates OpenMLA's workspace (a
+uint8 tensor: schedule records, scheduler scratch, split accumulators), kept on
+the object beside the dataclass fields (attribute `_openmla_workspace`). Later
+calls with the same object (every layer of a step) check their arguments against
+`config` and reuse the workspace. `tile_scheduler_metadata` and `num_splits` are
+left to the caller: a [1, 8] tensor put there (vLLM's batch-invariant mode) makes
+the calls run without a split. OpenMLA rebuilds its schedule on the device from cache_seqlens /
+topk_length inside every call (also on every CUDA-graph replay), so unlike
+FlashMLA's an object stays valid when the lengths change; only the shapes must stay.
 
-================================  ============================================================
-FlashMLA                          openmla.flash_mla
-================================  ============================================================
-get_mla_metadata(cache_seqlens,   (tile_scheduler_metadata, num_splits) where
-  num_q_tokens_per_head_k,        tile_scheduler_metadata is an int32 tensor of
-  num_heads_k, ...)  (old style)  ceil(plan.workspace_bytes / 4) elements on cache_seqlens'
-                                  device: the run's workspace (schedule records, scheduler
-                                  scratch, split accumulators). num_splits is an int32
-                                  [b + 1] placeholder that is never read.
-get_mla_metadata()  (new style)   (FlashMLASchedMeta(), None); the first call of
-                                  flash_mla_with_kvcache plans for its tensors and allocates
-                                  the workspace (meta.plan, meta.tile_scheduler_metadata).
-================================  ============================================================
+For the older tensor form, where get_mla_metadata(cache_seqlens, ...) returns
+(tile_scheduler_metadata, num_splits) tensors, import openmla.flash_mla_tensor_metadata.
 
-Differences that only widen what works: a metadata object or tensor stays
-valid when the values of cache_seqlens / topk_length change (the schedule is
-rebuilt on every call, also on every CUDA-graph replay); only the shapes it
-was made for must stay. Passing None as tile_scheduler_metadata allocates a
-workspace per call. A workspace too small for the call raises ValueError.
-The sparse prefill GPU kernel does not exist yet: flash_mla_sparse_fwd raises
-NotImplementedError on CUDA tensors (CPU tensors run the reference).
+What is not there
+-----------------
+- extra_k_cache / extra_indices_in_kvcache / extra_topk_length (the second cache of
+  FlashMLA's d_qk = 512 model family) raise NotImplementedError naming the argument.
+- Dense FP8 (is_fp8_kvcache=True without indices): 9241ae3 has no descale arguments;
+  openmla.flash_mla_tensor_metadata.flash_mla_with_kvcache_fp8 has vLLM's FP8 names
+  (CPU reference only until the dense FP8 kernel exists).
+- flash_attn_varlen_func and its packed forms are FlashMLA's SM100 dense prefill:
+  they exist so that imports work, and raise NotImplementedError.
+- The sparse prefill GPU kernel does not exist yet: flash_mla_sparse_fwd raises
+  NotImplementedError on CUDA tensors (CPU tensors run the reference).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple
 
 import torch
-from torch import Tensor
 
-from openmla._api import dense_decode, sparse_decode, sparse_prefill
-from openmla._plans import DensePlan, SparsePlan
+import openmla
+from openmla import _eager
+from openmla._api import _sparse_prefill
 
-__all__ = ["FlashMLASchedMeta", "get_mla_metadata", "flash_mla_with_kvcache", "flash_mla_sparse_fwd"]
+__version__ = openmla.__version__
+
+__all__ = [
+    "FlashMLASchedMeta",
+    "get_mla_metadata",
+    "flash_mla_with_kvcache",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_mla_sparse_fwd",
+]
+
+_ENTRY = "flash_mla_with_kvcache"
+# Where a FlashMLASchedMeta keeps OpenMLA's workspace (an attribute beside the dataclass fields).
+_WORKSPACE_SLOT = "_openmla_workspace"
+# openmla's argument names -> FlashMLA's, for messages from the C++ checks.
+_NAMES = {"kv_cache": "k_cache", "seqlens": "cache_seqlens", "workspace": "tile_scheduler_metadata",
+          "d_v": "head_dim_v", "softmax_scale": "softmax_scale"}
+_DENSE = _eager.DENSE.renamed(_ENTRY, _NAMES)
+_SPARSE = _eager.SPARSE.renamed(_ENTRY, _NAMES)
+_PREFILL = _eager.PREFILL.renamed("flash_mla_sparse_fwd", {"softmax_scale": "sm_scale"})
 
 
 @dataclasses.dataclass
 class FlashMLASchedMeta:
-    """Metadata of the new-style get_mla_metadata(): filled by the first flash_mla_with_kvcache call."""
+    """What get_mla_metadata() returns; flash_mla_with_kvcache fills it on first use.
+
+    OpenMLA never writes tile_scheduler_metadata / num_splits; a caller-made
+    tile_scheduler_metadata [1, 8] means no split (see the module docstring).
+    """
 
     @dataclasses.dataclass
     class Config:
@@ -61,164 +87,245 @@ class FlashMLASchedMeta:
         h_q: int
         page_block_size: int
         h_k: int
+
         causal: bool
         is_fp8_kvcache: bool
         topk: Optional[int]
 
+        extra_page_block_size: Optional[int]
+        extra_topk: Optional[int]
+
     have_initialized: bool = False
+
     config: Optional[Config] = None
-    plan: Optional[Union[DensePlan, SparsePlan]] = None
-    # The workspace (uint8), under FlashMLA's name for the metadata tensor.
-    tile_scheduler_metadata: Optional[Tensor] = None
-    num_splits: Optional[Tensor] = None
+
+    tile_scheduler_metadata: Optional[torch.Tensor] = None  # None, or the caller's [1, 8] int32: no split
+    num_splits: Optional[torch.Tensor] = None  # not read
 
 
-def _old_style_metadata(cache_seqlens: Tensor, num_q_tokens_per_head_k: int, num_heads_k: int,
-                        num_heads_q: Optional[int] = None, is_fp8_kvcache: bool = False,
-                        topk: Optional[int] = None) -> Tuple[Tensor, Tensor]:
-    device = cache_seqlens.device
-    batch = cache_seqlens.shape[0]
-    rows_per_head_k = int(num_q_tokens_per_head_k)  # s_q * h_q / h_kv
-    h_kv = int(num_heads_k)
-    if topk is None:
-        # Dense: the workspace depends on s_q * h_q only, so any split of the rows will do.
-        if num_heads_q is not None:
-            h_q = int(num_heads_q)
-            s_q = max(1, rows_per_head_k * h_kv // h_q)
-        else:
-            per_kv = max(d for d in range(1, max(1, min(rows_per_head_k, 128 // h_kv)) + 1)
-                         if rows_per_head_k % d == 0)
-            h_q, s_q = per_kv * h_kv, rows_per_head_k // per_kv
-        # Page size and page counts do not change the workspace.
-        plan = DensePlan(batch=batch, s_q=s_q, h_q=h_q, h_kv=h_kv, num_pages=1, max_pages_per_seq=1,
-                         dtype=torch.float8_e4m3fn if is_fp8_kvcache else torch.bfloat16, device=device)
-    else:
-        if num_heads_q is None:
-            raise ValueError("get_mla_metadata: argument 'num_heads_q' is missing: got None, expected the number "
-                             "of query heads when topk is given (sparse attention)")
-        h_q = int(num_heads_q)
-        plan = SparsePlan(batch=batch, s_q=max(1, rows_per_head_k * h_kv // h_q), h_q=h_q, topk=int(topk),
-                          num_pages=1, device=device)
-    metadata = torch.empty((plan.workspace_bytes + 3) // 4, dtype=torch.int32, device=device)
-    num_splits = torch.zeros(batch + 1, dtype=torch.int32, device=device)
-    return metadata, num_splits
+def get_mla_metadata(*args, **kwargs) -> Tuple[FlashMLASchedMeta, None]:
+    """(FlashMLASchedMeta(), None), whatever the arguments (accepted for callers of the older form)."""
+    return FlashMLASchedMeta(), None
 
 
-def get_mla_metadata(*args, **kwargs):
-    """FlashMLA's get_mla_metadata, both styles.
-
-    New style, no arguments: returns (FlashMLASchedMeta(), None), filled on first use.
-    Old style, get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k,
-    num_heads_q=None, is_fp8_kvcache=False, topk=None): returns
-    (tile_scheduler_metadata, num_splits) tensors; tile_scheduler_metadata is the
-    run's workspace (see the module docstring), num_splits a placeholder.
-    """
-    if not args and not kwargs:
-        return FlashMLASchedMeta(), None
-    return _old_style_metadata(*args, **kwargs)
+# ---------------------------------------------------------------------------
+# Decode
+# ---------------------------------------------------------------------------
+def _unsupported(name: str, what: str) -> NotImplementedError:
+    return NotImplementedError(f"{_ENTRY}: argument '{name}' is not supported: got a tensor, expected None "
+                               f"({what})")
 
 
-def _check_config(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> None:
-    if meta.config == config:
+def _config_mismatch(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> ValueError:
+    fields = [f.name for f in dataclasses.fields(config) if getattr(config, f.name) != getattr(meta.config, f.name)]
+    got = ", ".join(f"{name} = {getattr(config, name)}" for name in fields)
+    expected = ", ".join(f"{name} = {getattr(meta.config, name)}" for name in fields)
+    return ValueError(f"{_ENTRY}: argument 'tile_scheduler_metadata' was filled by a call with other arguments: "
+                      f"got {got}, expected {expected} (use one get_mla_metadata() object per shape)")
+
+
+def _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvcache, indices, attn_sink,
+                     topk_length) -> None:
+    """FlashMLA's rules for which arguments go together (sparse: indices; dense: block_table + cache_seqlens)."""
+    if indices is not None:
+        if causal:
+            raise ValueError(f"{_ENTRY}: argument 'causal' must be False with indices (sparse attention): got "
+                             "causal = True, expected False")
+        if not is_fp8_kvcache:
+            raise ValueError(f"{_ENTRY}: argument 'is_fp8_kvcache' must be True with indices (sparse attention "
+                             "reads the 656-byte FP8 cache): got False, expected True")
         return
-    got = ", ".join(f"{f.name} = {getattr(config, f.name)}" for f in dataclasses.fields(config)
-                    if getattr(config, f.name) != getattr(meta.config, f.name))
-    expected = ", ".join(f"{f.name} = {getattr(meta.config, f.name)}" for f in dataclasses.fields(config)
-                         if getattr(config, f.name) != getattr(meta.config, f.name))
-    raise ValueError("flash_mla_with_kvcache: argument 'tile_scheduler_metadata' was filled for other arguments: "
-                     f"got {got}, expected {expected} (use one metadata object per shape)")
-
-
-def _workspace(metadata, config: FlashMLASchedMeta.Config, make_plan) -> Optional[Tensor]:
-    if metadata is None:
-        return None
-    if isinstance(metadata, Tensor):
-        return metadata if metadata.dtype == torch.uint8 else metadata.view(torch.uint8)
-    if not isinstance(metadata, FlashMLASchedMeta):
-        raise TypeError("flash_mla_with_kvcache: argument 'tile_scheduler_metadata' has an unsupported type: "
-                        f"got {type(metadata).__name__}, expected the result of get_mla_metadata(), a tensor or None")
-    if metadata.have_initialized:
-        _check_config(metadata, config)
-        return metadata.tile_scheduler_metadata
-    if torch.compiler.is_compiling():
-        return None  # planning is host code: fill the metadata in an eager call before compiling
-    metadata.plan = make_plan()
-    metadata.tile_scheduler_metadata = metadata.plan.alloc_workspace()
-    metadata.config = config
-    metadata.have_initialized = True
-    return metadata.tile_scheduler_metadata
-
-
-def flash_mla_with_kvcache(q: Tensor, k_cache: Tensor, block_table: Optional[Tensor], cache_seqlens: Optional[Tensor],
-                           head_dim_v: int, tile_scheduler_metadata, num_splits=None,
-                           softmax_scale: Optional[float] = None, causal: bool = False, is_fp8_kvcache: bool = False,
-                           indices: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None,
-                           topk_length: Optional[Tensor] = None, *, descale_q: Optional[Tensor] = None,
-                           descale_k: Optional[Tensor] = None, extra_k_cache: Optional[Tensor] = None,
-                           extra_indices_in_kvcache: Optional[Tensor] = None,
-                           extra_topk_length: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """FlashMLA's decode entry: dense (block_table + cache_seqlens) or sparse (indices).
-
-    q [b, s_q, h_q, d]; dense: k_cache [num_blocks, page_block_size, h_kv, d] of q's dtype
-    (FP8: is_fp8_kvcache=True with descale_q / descale_k [1] fp32); sparse: k_cache
-    [num_blocks, page_block_size, 1, 656] bytes, indices [b, s_q, topk] int32, optional
-    topk_length [b] int32 and attn_sink [h_q] fp32. num_splits is ignored.
-    Returns out [b, s_q, h_q, head_dim_v] and lse [b, h_q, s_q] float32.
-    """
-    for name, value in (("extra_k_cache", extra_k_cache), ("extra_indices_in_kvcache", extra_indices_in_kvcache),
-                        ("extra_topk_length", extra_topk_length)):
+    for name, value in (("attn_sink", attn_sink), ("topk_length", topk_length)):
         if value is not None:
-            raise NotImplementedError(f"flash_mla_with_kvcache: argument '{name}' is not supported: got a tensor, "
-                                      "expected None")
+            raise ValueError(f"{_ENTRY}: argument '{name}' needs indices (sparse attention): got a tensor with "
+                             "indices = None, expected None")
+    for name, value in (("block_table", block_table), ("cache_seqlens", cache_seqlens)):
+        if value is None:
+            raise ValueError(f"{_ENTRY}: argument '{name}' is missing: got None, expected a tensor for dense "
+                             "attention (indices = None)")
+    if is_fp8_kvcache:
+        raise NotImplementedError(
+            f"{_ENTRY}: argument 'is_fp8_kvcache' is not supported without indices: got True, expected False "
+            "(dense FP8 needs descale factors, which this API lacks: use "
+            "openmla.flash_mla_tensor_metadata.flash_mla_with_kvcache_fp8)")
+
+
+def flash_mla_with_kvcache(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: Optional[torch.Tensor],
+    cache_seqlens: Optional[torch.Tensor],
+    head_dim_v: int,
+    tile_scheduler_metadata: FlashMLASchedMeta,
+    num_splits: None = None,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    is_fp8_kvcache: bool = False,
+    indices: Optional[torch.Tensor] = None,
+    attn_sink: Optional[torch.Tensor] = None,
+    extra_k_cache: Optional[torch.Tensor] = None,
+    extra_indices_in_kvcache: Optional[torch.Tensor] = None,
+    topk_length: Optional[torch.Tensor] = None,
+    extra_topk_length: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashMLA's decode: dense (block_table + cache_seqlens) or sparse (indices).
+
+    q [b, s_q, h_q, d]. Dense: k_cache [num_blocks, page_block_size, h_k, d] of q's
+    dtype (bf16/fp16), causal optional. Sparse: k_cache [num_blocks,
+    page_block_size, 1, 656] bytes with is_fp8_kvcache=True, indices [b, s_q, topk]
+    int32 (block * page_block_size + offset; -1 skips), optional topk_length [b]
+    int32 and attn_sink [h_q] fp32; block_table and cache_seqlens are not read (as
+    in FlashMLA, they may be None). tile_scheduler_metadata: from get_mla_metadata(),
+    one per step, shared by the layers. Returns out [b, s_q, h_q, head_dim_v] and
+    lse [b, h_q, s_q] float32.
+    """
+    meta = tile_scheduler_metadata
+    if not isinstance(meta, FlashMLASchedMeta):
+        raise TypeError(f"{_ENTRY}: argument 'tile_scheduler_metadata' has an unsupported type: got "
+                        f"{type(meta).__name__}, expected the FlashMLASchedMeta of get_mla_metadata() (for "
+                        "metadata tensors, import openmla.flash_mla_tensor_metadata)")
+    if num_splits is not None:
+        raise ValueError(f"{_ENTRY}: argument 'num_splits' must be None: got {type(num_splits).__name__}, "
+                         "expected None (the metadata object holds everything)")
+    if extra_k_cache is not None:
+        raise _unsupported("extra_k_cache", "OpenMLA has no second KV cache (FlashMLA's d_qk = 512 models)")
+    if extra_indices_in_kvcache is not None:
+        raise _unsupported("extra_indices_in_kvcache", "OpenMLA has no second KV cache")
+    if extra_topk_length is not None:
+        raise _unsupported("extra_topk_length", "OpenMLA has no second KV cache")
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
 
+    # ---- the metadata object: filled on first use, then checked (shapes only) ----
+    topk = indices.shape[-1] if indices is not None else None
+    signature = (q.shape[:3], k_cache.shape[1:3], causal, is_fp8_kvcache, topk)
+    if not meta.have_initialized:
+        _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvcache, indices, attn_sink,
+                         topk_length)
+        meta.config = FlashMLASchedMeta.Config(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1],
+                                               k_cache.shape[2], causal, is_fp8_kvcache, topk, None, None)
+        meta.have_initialized = True
+        meta.__dict__["_openmla_signature"] = signature
+    elif meta.__dict__.get("_openmla_signature") != signature:
+        config = FlashMLASchedMeta.Config(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], k_cache.shape[2],
+                                          causal, is_fp8_kvcache, topk, None, None)
+        if config != meta.config:
+            raise _config_mismatch(meta, config)
+        meta.__dict__["_openmla_signature"] = signature
+    elif indices is None and (attn_sink is not None or topk_length is not None or block_table is None
+                              or cache_seqlens is None):
+        # Same shapes as the call that filled the object, so the argument rules held then; the presence
+        # of the dense arguments is all that can change (nothing passed is silently ignored).
+        _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvcache, indices, attn_sink,
+                         topk_length)
+
+    # A caller-made tile_scheduler_metadata [1, 8] (vLLM's batch-invariant mode) means one SM part, no
+    # split, so a request's result does not depend on its batch.
+    max_parts = _caller_parts(meta.tile_scheduler_metadata)
+    eager = _eager.applies(q)
     if indices is not None:
         # ---- sparse decode over the 656-byte FP8 cache ----
-        if causal:
-            raise ValueError("flash_mla_with_kvcache: argument 'causal' must be False with indices (sparse "
-                             "attention): got causal = True, expected False")
-        if not is_fp8_kvcache:
-            raise ValueError("flash_mla_with_kvcache: argument 'is_fp8_kvcache' must be True with indices (sparse "
-                             "attention reads the 656-byte FP8 cache): got False, expected True")
-        config = FlashMLASchedMeta.Config(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], k_cache.shape[2],
-                                          causal, is_fp8_kvcache, indices.shape[-1])
-        workspace = _workspace(tile_scheduler_metadata, config,
-                               lambda: SparsePlan.for_tensors(q, k_cache, indices, d_v=head_dim_v))
-        return sparse_decode(q, k_cache, indices, workspace=workspace, softmax_scale=softmax_scale,
-                             topk_length=topk_length, attn_sink=attn_sink, d_v=head_dim_v)
+        if eager:
+            return _eager.sparse_decode(q, k_cache, indices, None, topk_length, attn_sink, float(softmax_scale),
+                                        int(head_dim_v), 0, max_parts, 0, None, _SPARSE, meta, _WORKSPACE_SLOT)
+        return torch.ops.openmla.sparse_decode(q, k_cache, indices, meta.__dict__.get(_WORKSPACE_SLOT), topk_length,
+                                               attn_sink, float(softmax_scale), int(head_dim_v), 0, max_parts, 0)
 
     # ---- dense decode ----
-    for name, value in (("attn_sink", attn_sink), ("topk_length", topk_length)):
-        if value is not None:
-            raise ValueError(f"flash_mla_with_kvcache: argument '{name}' needs indices (sparse attention): got a "
-                             "tensor with indices = None, expected None")
-    for name, value in (("block_table", block_table), ("cache_seqlens", cache_seqlens)):
-        if value is None:
-            raise ValueError(f"flash_mla_with_kvcache: argument '{name}' is missing: got None, expected a tensor "
-                             "for dense attention")
-    if is_fp8_kvcache and k_cache.dtype == torch.uint8:
-        k_cache = k_cache.view(torch.float8_e4m3fn)
-    config = FlashMLASchedMeta.Config(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], k_cache.shape[2],
-                                      causal, is_fp8_kvcache, None)
-    workspace = _workspace(tile_scheduler_metadata, config,
-                           lambda: DensePlan.for_tensors(q, k_cache, block_table, d_v=head_dim_v))
-    return dense_decode(q, k_cache, block_table, cache_seqlens, workspace=workspace, softmax_scale=softmax_scale,
-                        causal=causal, q_scale=descale_q, kv_scale=descale_k, d_v=head_dim_v)
+    if eager:
+        return _eager.dense_decode(q, k_cache, block_table, cache_seqlens, None, None, None, float(softmax_scale),
+                                   bool(causal), int(head_dim_v), 0, max_parts, 0, None, _DENSE, meta,
+                                   _WORKSPACE_SLOT)
+    # torch.compile: a workspace filled by an eager call, else the op allocates one per call.
+    return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, meta.__dict__.get(_WORKSPACE_SLOT),
+                                          None, None, float(softmax_scale), bool(causal), int(head_dim_v), 0,
+                                          max_parts, 0)
 
 
-def flash_mla_sparse_fwd(q: Tensor, kv: Tensor, indices: Tensor, sm_scale: float, d_v: int = 512,
-                         attn_sink: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
-                         indexer_topk: int = 0) -> Tuple[Tensor, Tensor, Tensor]:
+def _caller_parts(tile_scheduler_metadata) -> int:
+    """1 (no split) for a caller-made [1, 8] metadata tensor, else 0 (the planner decides)."""
+    if isinstance(tile_scheduler_metadata, torch.Tensor) and tile_scheduler_metadata.dim() == 2 and \
+            tile_scheduler_metadata.shape[0] == 1:
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Sparse prefill
+# ---------------------------------------------------------------------------
+def flash_mla_sparse_fwd(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    d_v: int = 512,
+    attn_sink: Optional[torch.Tensor] = None,
+    topk_length: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """FlashMLA's sparse prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
 
     Returns (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32, lse [s_q, h_q] fp32).
     CUDA tensors raise NotImplementedError until the sparse prefill kernel exists;
     CPU tensors run the C++ reference.
     """
-    if indexer_topk:
-        raise NotImplementedError(f"flash_mla_sparse_fwd: argument 'indexer_topk' is not supported: got "
-                                  f"{indexer_topk}, expected 0")
-    return sparse_prefill(q, kv, indices, softmax_scale=sm_scale, topk_length=topk_length, attn_sink=attn_sink,
-                          d_v=d_v)
+    return _sparse_prefill(_PREFILL, q, kv, indices, sm_scale, topk_length, attn_sink, d_v, None)
 
+
+# ---------------------------------------------------------------------------
+# Dense MHA prefill (FlashMLA's SM100 kernels): names only
+# ---------------------------------------------------------------------------
+def _no_dense_prefill(entry: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"{entry}: dense MHA prefill is not implemented by OpenMLA (FlashMLA runs it on SM100 only; on Hopper "
+        "use FlashAttention's flash_attn_varlen_func)")
+
+
+def flash_attn_varlen_func(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_qo: torch.Tensor,
+    cu_seqlens_kv: torch.Tensor,
+    max_seqlen_qo: int,
+    max_seqlen_kv: int,
+    dropout_p: float = 0.0,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    deterministic: bool = False,
+    is_varlen: bool = True,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashMLA's SM100 dense prefill: raises NotImplementedError."""
+    raise _no_dense_prefill("flash_attn_varlen_func")
+
+
+def flash_attn_varlen_qkvpacked_func(
+    qkv: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_seqlen: int,
+    head_dim_qk: int,
+    dropout_p: float = 0.0,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    deterministic: bool = False,
+    is_varlen: bool = True,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashMLA's SM100 dense prefill (packed q, k, v): raises NotImplementedError."""
+    raise _no_dense_prefill("flash_attn_varlen_qkvpacked_func")
+
+
+def flash_attn_varlen_kvpacked_func(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    cu_seqlens_qo: torch.Tensor,
+    cu_seqlens_kv: torch.Tensor,
+    max_seqlen_qo: int,
+    max_seqlen_kv: int,
+    head_dim_qk: int,
+    dropout_p: float = 0.0,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    deterministic: bool = False,
+    is_varlen: bool = True,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashMLA's SM100 dense prefill (packed k, v): raises NotImplementedError."""
+    raise _no_dense_prefill("flash_attn_varlen_kvpacked_func")

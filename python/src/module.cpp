@@ -19,6 +19,7 @@
 
 #include "openmla/openmla.h"
 #include "openmla/reference.h"
+#include "prepared_calls.h"
 #include "tensor_args.h"
 
 namespace nb = nanobind;
@@ -201,6 +202,30 @@ nb::dict workspace_regions(const DecodePlan& plan) {
   return regions;
 }
 
+// ---- prepared calls (the eager fast path, see prepared_calls.h) -------------------------
+DenseDecodeCall prepare_dense(const TensorRef& q, const TensorRef& kv_cache, const TensorRef& block_table,
+                              const TensorRef& seqlens, const TensorRef& out, const TensorRef& lse,
+                              const TensorRef* q_scale, const TensorRef* kv_scale, float softmax_scale, bool causal,
+                              const DeviceInfo& device_info, const PlanOptions& options,
+                              const TensorRef* workspace) {
+  DenseDecodeTensors tensors{&q, &kv_cache, &block_table, &seqlens, &out, &lse, q_scale, kv_scale};
+  DenseDecodeCall call;
+  raise_if_error(DenseDecodeCall::prepare("dense_decode", tensors, softmax_scale, causal, device_info, options,
+                                          workspace, &call));
+  return call;
+}
+
+SparseDecodeCall prepare_sparse(const TensorRef& q, const TensorRef& kv_cache, const TensorRef& indices,
+                                const TensorRef* topk_length, const TensorRef* attn_sink, const TensorRef& out,
+                                const TensorRef& lse, float softmax_scale, const DeviceInfo& device_info,
+                                const PlanOptions& options, const TensorRef* workspace) {
+  SparseDecodeTensors tensors{&q, &kv_cache, &indices, topk_length, attn_sink, &out, &lse};
+  SparseDecodeCall call;
+  raise_if_error(SparseDecodeCall::prepare("sparse_decode", tensors, softmax_scale, device_info, options,
+                                           workspace, &call));
+  return call;
+}
+
 }  // namespace
 }  // namespace openmla::python
 
@@ -328,6 +353,39 @@ NB_MODULE(_C, m) {
   m.def("sparse_decode", &sparse_decode, "q"_a, "kv_cache"_a, "indices"_a, "topk_length"_a.none(),
         "attn_sink"_a.none(), "out"_a, "lse"_a, "softmax_scale"_a, "device_info"_a, "options"_a,
         "workspace"_a.none(), "stream"_a);
+  // ---- prepared calls: checked once, then run with new addresses ----
+  nb::class_<DenseDecodeCall>(m, "DenseDecodeCall")
+      .def_prop_ro("device", &DenseDecodeCall::device)
+      .def_prop_ro("workspace_bytes", &DenseDecodeCall::workspace_bytes)
+      .def(
+          "run",
+          [](const DenseDecodeCall& call, uint64_t q, uint64_t kv_cache, uint64_t block_table, uint64_t seqlens,
+             uint64_t out, uint64_t lse, uint64_t q_scale, uint64_t kv_scale, uint64_t workspace,
+             uint64_t workspace_bytes, uint64_t stream) {
+            const DenseDecodeAddresses addresses{q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale};
+            run_released([&] { return call.run(addresses, workspace, workspace_bytes, stream); });
+          },
+          "q"_a, "kv_cache"_a, "block_table"_a, "seqlens"_a, "out"_a, "lse"_a, "q_scale"_a, "kv_scale"_a,
+          "workspace"_a, "workspace_bytes"_a, "stream"_a);
+  nb::class_<SparseDecodeCall>(m, "SparseDecodeCall")
+      .def_prop_ro("device", &SparseDecodeCall::device)
+      .def_prop_ro("workspace_bytes", &SparseDecodeCall::workspace_bytes)
+      .def(
+          "run",
+          [](const SparseDecodeCall& call, uint64_t q, uint64_t kv_cache, uint64_t indices, uint64_t topk_length,
+             uint64_t attn_sink, uint64_t out, uint64_t lse, uint64_t workspace, uint64_t workspace_bytes,
+             uint64_t stream) {
+            const SparseDecodeAddresses addresses{q, kv_cache, indices, topk_length, attn_sink, out, lse};
+            run_released([&] { return call.run(addresses, workspace, workspace_bytes, stream); });
+          },
+          "q"_a, "kv_cache"_a, "indices"_a, "topk_length"_a, "attn_sink"_a, "out"_a, "lse"_a, "workspace"_a,
+          "workspace_bytes"_a, "stream"_a);
+  m.def("prepare_dense_decode", &prepare_dense, "q"_a, "kv_cache"_a, "block_table"_a, "seqlens"_a, "out"_a,
+        "lse"_a, "q_scale"_a.none(), "kv_scale"_a.none(), "softmax_scale"_a, "causal"_a, "device_info"_a,
+        "options"_a, "workspace"_a.none());
+  m.def("prepare_sparse_decode", &prepare_sparse, "q"_a, "kv_cache"_a, "indices"_a, "topk_length"_a.none(),
+        "attn_sink"_a.none(), "out"_a, "lse"_a, "softmax_scale"_a, "device_info"_a, "options"_a,
+        "workspace"_a.none());
   m.def("sparse_prefill", &sparse_prefill, "q"_a, "kv"_a, "indices"_a, "topk_length"_a.none(),
         "attn_sink"_a.none(), "out"_a, "max_logits"_a, "lse"_a, "softmax_scale"_a, "stream"_a);
 }

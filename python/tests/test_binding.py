@@ -127,19 +127,19 @@ def _misaligned(t):
     (lambda x: x.update(q=x["q"].double()), NotImplementedError,
      r"^dense_decode: argument 'q' has an unsupported dtype: got q.dtype = float64"),
     (lambda x: x.update(q=x["q"].float(), kv_cache=x["kv_cache"].float()), NotImplementedError,
-     r"^reference_dense_decode: argument 'q_dtype' is not supported: got q_dtype = fp32"),
+     r"^dense_decode: argument 'q' is not supported: got q.dtype = fp32"),
     (lambda x: x.update(kv_cache=x["kv_cache"].half()), NotImplementedError,
-     r"^reference_dense_decode: argument 'kv_cache' must match q_dtype|argument 'kv_dtype' must match q_dtype"),
+     r"^dense_decode: argument 'kv_cache' must match q.dtype: got kv_cache.dtype = fp16"),
     (lambda x: x.update(q=x["q"].transpose(2, 3).contiguous().transpose(2, 3)), ValueError,
      r"^dense_decode: argument 'q' has a non-contiguous last dimension: got q.stride\(-1\) = 16, expected 1$"),
     (lambda x: x.update(q=_misaligned(x["q"])), ValueError,
-     r"^reference_dense_decode: argument 'q' must be 16-byte aligned: got q = 0x"),
+     r"^dense_decode: argument 'q' must be 16-byte aligned: got q = 0x"),
     (lambda x: x.update(kv_cache=x["kv_cache"][..., :512]), ValueError,
      r"^dense_decode: argument 'kv_cache' has the wrong shape"),
     (lambda x: x.update(softmax_scale=float("nan")), ValueError,
-     r"^reference_dense_decode: argument 'softmax_scale' must be finite and positive"),
+     r"^dense_decode: argument 'softmax_scale' must be finite and positive"),
     (lambda x: x.update(q=x["q"][:, :, :0]), ValueError,
-     r"^reference_dense_decode: argument 'h_q' is out of range: got h_q = 0"),
+     r"^dense_decode: argument 'q' \(h_q\) is out of range: got h_q = 0"),
 ])
 def test_dense_validation_messages(mutate, error, pattern):
     x = make_dense_inputs([10, 20], h_q=16, page_size=16)
@@ -152,7 +152,7 @@ def test_dense_validation_messages(mutate, error, pattern):
 
 def test_fp8_needs_scales():
     x = make_dense_inputs([10], h_q=16, page_size=16, dtype=torch.float8_e4m3fn)
-    with pytest.raises(ValueError, match=r"^reference_dense_decode: argument 'q_scale' must not be null"):
+    with pytest.raises(ValueError, match=r"^dense_decode: argument 'q_scale' must not be null"):
         openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens)
 
 

@@ -1,0 +1,308 @@
+"""The eager fast path: prepared calls, looked up by what their preparation read.
+
+An engine makes the same decode call, with the same shapes, on every layer of
+every step. Through the custom op each call paid the dispatcher, a TensorRef
+per tensor, a new plan and the full checks (about 50 us of host time). Here,
+when the call runs eagerly on plain tensors (not under torch.compile, not on
+fake or other subclass tensors), the first call with a given key prepares a
+`_C.DenseDecodeCall` / `_C.SparseDecodeCall` (the same C++ checks and planner
+as the op), and later calls only look it up and run it with new addresses.
+
+The key holds everything the preparation read: sizes, strides, dtype and
+device of every tensor (None for an absent optional one), the workspace's
+contiguity and device, softmax_scale, causal, d_v and the plan options. Values
+(sequence lengths, indices) are never read on the host, so they are not in the
+key. Per call the host work is: the key, one dict lookup, the outputs (the only
+allocations, plus a workspace when the caller passes none), and one binding call
+that patches the addresses into the prepared params and launches.
+
+Errors name the public entry and argument the caller used (see `Entry`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from openmla import _C
+from openmla._plans import run_config
+from openmla._tensors import ref, ref_or_none
+
+# Prepared calls, per family. Cleared when they grow past _MAX_CALLS (an engine
+# makes a few dozen distinct shapes; a runaway loop over shapes must not leak).
+_MAX_CALLS = 4096
+_dense_calls: dict = {}
+_sparse_calls: dict = {}
+
+_FLOAT32 = torch.float32
+_UINT8 = torch.uint8
+
+
+def applies(q: Tensor) -> bool:
+    """True when a call can take the fast path: a plain tensor, outside torch.compile tracing."""
+    return type(q) is Tensor and not torch.compiler.is_compiling()
+
+
+# ---------------------------------------------------------------------------
+# Streams and devices, without torch.cuda's Python wrappers
+# ---------------------------------------------------------------------------
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def _stream(device_index: int, stream: Optional[torch.cuda.Stream]) -> int:
+    if device_index < 0:
+        return 0
+    if stream is not None:
+        return stream.cuda_stream
+    if _raw_stream is not None:
+        return _raw_stream(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+def _launch_on(device_index: int):
+    """None when `device_index` is the CPU or the current CUDA device, else a context that makes it current."""
+    if device_index < 0:
+        return None
+    current = _current_device() if _current_device is not None else torch.cuda.current_device()
+    return None if current == device_index else torch.cuda.device(device_index)
+
+
+# ---------------------------------------------------------------------------
+# Messages: the public entry and argument names
+# ---------------------------------------------------------------------------
+class Entry:
+    """A public entry point: its name and how it calls the tensors the C++ checks name.
+
+    `names` maps openmla's argument names (kv_cache, seqlens, workspace, ...) to
+    the ones the caller used (k_cache, cache_seqlens, tile_scheduler_metadata, ...).
+    """
+
+    def __init__(self, name: str, tensors: tuple, names: Optional[dict] = None, aliases: Optional[dict] = None):
+        self.name = name
+        self.tensors = tensors  # the tensor names the C++ uses, as prefixes of params fields (longest first)
+        self.names = names or {}
+        self.aliases = aliases or {}  # C++ tensor name -> openmla's argument name
+
+    def renamed(self, name: str, names: dict) -> "Entry":
+        """The same arguments under another public entry, with the caller's names."""
+        return Entry(name, self.tensors, names, self.aliases)
+
+    def public(self, internal: str) -> str:
+        """The caller's name for an argument the C++ names (params fields included: q_dtype -> q)."""
+        argument = _FIELD_ARGUMENTS.get(internal)
+        if argument is None:
+            argument = next((t for t in self.tensors if internal == t or internal.startswith(t + "_")), internal)
+        argument = self.aliases.get(argument, argument)
+        return self.names.get(argument, argument)
+
+
+# Params / shape fields -> the argument they come from.
+_FIELD_ARGUMENTS = {
+    "batch": "q", "s_q": "q", "h_q": "q", "d_qk": "q", "h_kv": "kv_cache", "page_size": "kv_cache",
+    "num_pages": "kv_cache", "max_pages_per_seq": "block_table", "topk": "indices", "kv_dtype": "kv_cache",
+    "out_dtype": "q", "workspace_bytes": "workspace", "info": "device", "device_info": "device",
+}
+_PREFIX = re.compile(r"^(?:[A-Za-z_][\w.]*: )+")
+_ARGUMENT = re.compile(r"argument '(\w+)'")
+_DTYPE_FIELD = re.compile(r"\b(q|kv)_dtype\b")
+
+DENSE = Entry("dense_decode", ("block_table", "kv_cache", "kv_scale", "q_scale", "seqlens", "workspace", "out",
+                               "lse", "kv", "q"), aliases={"kv": "kv_cache"})
+PREFILL = Entry("sparse_prefill", ("topk_length", "attn_sink", "indices", "max_logits", "out", "lse", "kv", "q"))
+SPARSE = Entry("sparse_decode", ("topk_length", "attn_sink", "kv_cache", "workspace", "indices", "out", "lse",
+                                 "kv", "q"), aliases={"kv": "kv_cache"})
+
+
+def _argument(entry: Entry, internal: str) -> str:
+    """"argument 'k_cache'", or "argument 'k_cache' (page_size)" when the C++ named a part of it."""
+    public = entry.public(internal)
+    if public == internal or internal in entry.tensors or internal in entry.names or \
+            _DTYPE_FIELD.fullmatch(internal) or entry.aliases.get(internal) == public:
+        return f"argument '{public}'"
+    return f"argument '{public}' ({internal})"
+
+
+def public_error(error: Exception, entry: Entry) -> Exception:
+    """`error` with one prefix (the public entry) and the caller's argument names."""
+    message = _PREFIX.sub("", str(error), count=1)
+    message = _ARGUMENT.sub(lambda m: _argument(entry, m.group(1)), message)
+    message = _DTYPE_FIELD.sub(lambda m: entry.public(m.group(1)) + ".dtype", message)
+    if entry.names:
+        renamed = re.compile(r"\b(" + "|".join(map(re.escape, entry.names)) + r")\b")
+        message = renamed.sub(lambda m: entry.names[m.group(1)], message)
+    return type(error)(f"{entry.name}: {message}")
+
+
+# ---------------------------------------------------------------------------
+# Workspaces kept by the caller's metadata object
+# ---------------------------------------------------------------------------
+def _held_workspace(call, device: torch.device, index: int, holder: object, slot: str) -> Tensor:
+    """`holder.<slot>` when it fits this call, else a new workspace (stored there when there is a holder).
+
+    The holders are FlashMLA's metadata objects: an engine makes one per step and passes it to every
+    layer, so the workspace is allocated once per step (or once per captured graph).
+    """
+    if holder is None:
+        return torch.empty(call.workspace_bytes, dtype=_UINT8, device=device)
+    workspace = getattr(holder, slot, None)
+    if workspace is None or workspace.nbytes < call.workspace_bytes or workspace.get_device() != index:
+        workspace = torch.empty(call.workspace_bytes, dtype=_UINT8, device=device)
+        setattr(holder, slot, workspace)
+    return workspace
+
+
+# ---------------------------------------------------------------------------
+# Dense decode
+# ---------------------------------------------------------------------------
+def _optional_key(t: Optional[Tensor]):
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
+
+
+def dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v, num_sms,
+              max_parts, min_parts) -> tuple:
+    """Everything a dense preparation reads (see the module docstring)."""
+    return (q.shape, q.stride(), q.dtype, q.get_device(),
+            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
+            block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device(),
+            seqlens.shape, seqlens.stride(), seqlens.dtype, seqlens.get_device(),
+            _optional_key(q_scale), _optional_key(kv_scale),
+            None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
+            softmax_scale, causal, d_v, num_sms, max_parts, min_parts)
+
+
+def _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
+                   d_v, num_sms, max_parts, min_parts, entry: Entry):
+    b, s_q, h_q = q.shape[:3] if q.dim() == 4 else (1, 1, 1)
+    out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
+    device = q.device
+    out = torch.empty((b, s_q, h_q, d_v), dtype=out_dtype, device=device)
+    lse = torch.empty((b, h_q, s_q), dtype=_FLOAT32, device=device)
+    info, options = run_config(device, num_sms, max_parts, min_parts)
+    try:
+        call = _C.prepare_dense_decode(ref(q), ref(kv_cache), ref(block_table), ref(seqlens), ref(out), ref(lse),
+                                       ref_or_none(q_scale), ref_or_none(kv_scale), softmax_scale, causal, info,
+                                       options, ref_or_none(workspace))
+    except (ValueError, NotImplementedError) as error:
+        raise public_error(error, entry) from None
+    if len(_dense_calls) >= _MAX_CALLS:
+        _dense_calls.clear()
+    prepared = (call, device, call.device, (b, s_q, h_q, d_v), out_dtype, (b, h_q, s_q))
+    _dense_calls[key] = prepared
+    return prepared
+
+
+def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tensor, workspace: Optional[Tensor],
+                 q_scale: Optional[Tensor], kv_scale: Optional[Tensor], softmax_scale: float, causal: bool, d_v: int,
+                 num_sms: int, max_parts: int, min_parts: int, stream: Optional[torch.cuda.Stream] = None,
+                 entry: Entry = DENSE, holder: object = None, slot: str = ""):
+    """out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] fp32: the custom op's result, without the dispatcher.
+
+    With workspace None, `holder.<slot>` (when given) keeps the workspace from call to call; else one is
+    allocated for this call.
+    """
+    key = dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v,
+                    num_sms, max_parts, min_parts)
+    prepared = _dense_calls.get(key)
+    if prepared is None:
+        prepared = _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
+                                  softmax_scale, causal, d_v, num_sms, max_parts, min_parts, entry)
+    call, device, index, out_shape, out_dtype, lse_shape = prepared
+    out = torch.empty(out_shape, dtype=out_dtype, device=device)
+    lse = torch.empty(lse_shape, dtype=_FLOAT32, device=device)
+    if workspace is None and index >= 0:
+        workspace = _held_workspace(call, device, index, holder, slot)
+    switch = _launch_on(index)
+    try:
+        if switch is not None:
+            with switch:
+                _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
+                           _stream(index, stream))
+        else:
+            _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
+                       _stream(index, stream))
+    except (ValueError, NotImplementedError) as error:
+        raise public_error(error, entry) from None
+    return out, lse
+
+
+def _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace, stream):
+    call.run(q.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(), seqlens.data_ptr(), out.data_ptr(),
+             lse.data_ptr(), 0 if q_scale is None else q_scale.data_ptr(),
+             0 if kv_scale is None else kv_scale.data_ptr(), 0 if workspace is None else workspace.data_ptr(),
+             0 if workspace is None else workspace.nbytes, stream)
+
+
+# ---------------------------------------------------------------------------
+# Sparse decode
+# ---------------------------------------------------------------------------
+def sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms, max_parts,
+               min_parts) -> tuple:
+    """Everything a sparse preparation reads (see the module docstring)."""
+    return (q.shape, q.stride(), q.dtype, q.get_device(),
+            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
+            indices.shape, indices.stride(), indices.dtype, indices.get_device(),
+            _optional_key(topk_length), _optional_key(attn_sink),
+            None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
+            softmax_scale, d_v, num_sms, max_parts, min_parts)
+
+
+def _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
+                    max_parts, min_parts, entry: Entry):
+    b, s_q, h_q = q.shape[:3] if q.dim() == 4 else (1, 1, 1)
+    device = q.device
+    out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=device)
+    lse = torch.empty((b, h_q, s_q), dtype=_FLOAT32, device=device)
+    info, options = run_config(device, num_sms, max_parts, min_parts)
+    try:
+        call = _C.prepare_sparse_decode(ref(q), ref(kv_cache), ref(indices), ref_or_none(topk_length),
+                                        ref_or_none(attn_sink), ref(out), ref(lse), softmax_scale, info, options,
+                                        ref_or_none(workspace))
+    except (ValueError, NotImplementedError) as error:
+        raise public_error(error, entry) from None
+    if len(_sparse_calls) >= _MAX_CALLS:
+        _sparse_calls.clear()
+    prepared = (call, device, call.device, (b, s_q, h_q, d_v), (b, h_q, s_q))
+    _sparse_calls[key] = prepared
+    return prepared
+
+
+def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optional[Tensor],
+                  topk_length: Optional[Tensor], attn_sink: Optional[Tensor], softmax_scale: float, d_v: int,
+                  num_sms: int, max_parts: int, min_parts: int, stream: Optional[torch.cuda.Stream] = None,
+                  entry: Entry = SPARSE, holder: object = None, slot: str = ""):
+    """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32, without the dispatcher."""
+    key = sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms, max_parts,
+                     min_parts)
+    prepared = _sparse_calls.get(key)
+    if prepared is None:
+        prepared = _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v,
+                                   num_sms, max_parts, min_parts, entry)
+    call, device, index, out_shape, lse_shape = prepared
+    out = torch.empty(out_shape, dtype=torch.bfloat16, device=device)
+    lse = torch.empty(lse_shape, dtype=_FLOAT32, device=device)
+    if workspace is None and index >= 0:
+        workspace = _held_workspace(call, device, index, holder, slot)
+    switch = _launch_on(index)
+    try:
+        if switch is not None:
+            with switch:
+                _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
+                            _stream(index, stream))
+        else:
+            _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
+                        _stream(index, stream))
+    except (ValueError, NotImplementedError) as error:
+        raise public_error(error, entry) from None
+    return out, lse
+
+
+def _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace, stream):
+    call.run(q.data_ptr(), kv_cache.data_ptr(), indices.data_ptr(),
+             0 if topk_length is None else topk_length.data_ptr(), 0 if attn_sink is None else attn_sink.data_ptr(),
+             out.data_ptr(), lse.data_ptr(), 0 if workspace is None else workspace.data_ptr(),
+             0 if workspace is None else workspace.nbytes, stream)
+
