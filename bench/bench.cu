@@ -636,12 +636,13 @@ int main(int argc, char** argv) {
   const double gemm_mhz = timer.last_mhz;
   std::printf("device: %s, %d SMs; ceilings this run: copy %.0f GB/s (SM %.0f MHz), bf16 GEMM %.0f TFLOP/s (SM %.0f MHz)\n",
               prop.name, device.num_sms, copy_gbps, copy_mhz, gemm_tflops, gemm_mhz);
-  std::printf("%-48s %10s %9s %9s %8s %8s %6s\n", "case", "us", "TFLOP/s", "GB/s", "%copy", "%gemm", "MHz");
+  std::printf("%-48s %10s %9s %9s %8s %8s %6s  %s\n", "case", "us", "TFLOP/s", "GB/s", "%copy", "%gemm", "MHz",
+              "kernel (parts)");
   std::vector<Result> results;
   auto report = [&](Result r) {
     r.mhz = timer.last_mhz;
-    std::printf("%-48s %10.1f %9.1f %9.0f %7.1f%% %7.1f%% %6.0f\n", r.name.c_str(), r.us, r.tflops, r.gbps,
-                100.0 * r.gbps / copy_gbps, 100.0 * r.tflops / gemm_tflops, r.mhz);
+    std::printf("%-48s %10.1f %9.1f %9.0f %7.1f%% %7.1f%% %6.0f  %s (%d)\n", r.name.c_str(), r.us, r.tflops, r.gbps,
+                100.0 * r.gbps / copy_gbps, 100.0 * r.tflops / gemm_tflops, r.mhz, r.kernel.c_str(), r.num_parts);
     std::fflush(stdout);
     results.push_back(r);
   };
