@@ -59,7 +59,26 @@ struct ItemLengths {
   int32_t max_length = 0;            // lengths above this are clamped (never read past it)
 };
 
+struct PlanOptions {
+  int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
+  int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
+  int min_part_cost = 0;  // 0: automatic; least work (blocks) per active part (tuning / benchmarks)
+  // Dense only. 0: automatic (short calls that fit one wave of C = 8, 4 or 2
+  // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
+  // 2, 4 or 8: always, with that C.
+  int cluster_split = 0;
+};
+
+// Which planner made a plan; each run accepts only its own family's plans.
+enum class PlanFamily : int32_t {
+  kNone = 0,  // default-constructed: not made by a planner
+  kDenseDecode,
+  kSparseDecode,
+};
+const char* plan_family_name(PlanFamily family);
+
 struct DecodePlan {
+  PlanFamily family = PlanFamily::kNone;
   int num_items = 0;          // batch (dense) or batch * s_q (sparse)
   int q_tokens_per_item = 1;  // s_q (dense) or 1 (sparse)
   int rows_per_item = 0;      // q_tokens_per_item * h_q: query rows one item produces
@@ -80,16 +99,11 @@ struct DecodePlan {
   int cluster_split = 0;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
-};
-
-struct PlanOptions {
-  int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
-  int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
-  int min_part_cost = 0;  // 0: automatic; least work (blocks) per active part (tuning / benchmarks)
-  // Dense only. 0: automatic (short calls that fit one wave of C = 8, 4 or 2
-  // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
-  // 2, 4 or 8: always, with that C.
-  int cluster_split = 0;
+  // The planner's inputs (besides the shape): run() re-plans from its params'
+  // shape and these, and rejects a plan that differs in any field.
+  DeviceInfo device;
+  PlanOptions options;
+  uint64_t fingerprint = 0;  // hash of every field above, set by the planner
 };
 
 // Bytes of split accumulators for a plan: the bound, as a formula.

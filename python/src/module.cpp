@@ -19,6 +19,7 @@
 
 #include "openmla/openmla.h"
 #include "openmla/reference.h"
+#include "plan/plan_identity.h"
 #include "tensor_args.h"
 
 namespace nb = nanobind;
@@ -159,25 +160,10 @@ DecodePlan plan_sparse(const SparseDecodeShape& shape, const DeviceInfo& device,
   return plan;
 }
 
-// A plan object handed to a run must be the one its tensors call for.
+// A plan object handed to a run must be the one its tensors call for; the
+// message names the first field that differs.
 void check_plan_matches(const std::string& entry, const DecodePlan& given, const DecodePlan& expected) {
-  const auto fields = [](const DecodePlan& p) {
-    return "num_items = " + std::to_string(p.num_items) +
-           ", rows_per_item = " + std::to_string(p.rows_per_item) +
-           ", num_q_groups = " + std::to_string(p.num_q_groups) +
-           ", max_length = " + std::to_string(p.lengths.max_length) +
-           ", num_parts = " + std::to_string(p.num_parts) + ", d_v = " + std::to_string(p.d_v);
-  };
-  if (given.num_items == expected.num_items && given.rows_per_item == expected.rows_per_item &&
-      given.num_q_groups == expected.num_q_groups &&
-      given.lengths.max_length == expected.lengths.max_length && given.num_parts == expected.num_parts &&
-      given.d_v == expected.d_v && given.cluster_split == expected.cluster_split &&
-      given.workspace.total_bytes == expected.workspace.total_bytes) {
-    return;
-  }
-  raise_if_error(Status::invalid_argument(entry + ": argument 'plan' was made for other shapes: got " +
-                                          fields(given) + ", expected " + fields(expected) +
-                                          " (make the plan from the same shapes as the tensors)"));
+  raise_if_error(detail::compare_decode_plans(entry.c_str(), given, expected));
 }
 
 DeviceInfo device_info_of(int device) {

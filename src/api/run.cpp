@@ -12,24 +12,10 @@
 #include "kernels/sm90/decode_dense/launch.h"
 #include "kernels/sm90/decode_sparse_fp8/launch.h"
 #include "openmla/openmla.h"
+#include "plan/plan_identity.h"
 
 namespace openmla {
 namespace {
-
-// A plan made for other shapes would index the workspace wrongly.
-Status check_plan_matches(const char* entry, const DecodePlan& plan, int num_items, int rows_per_item,
-                          int num_q_groups, int max_length) {
-  if (plan.num_items != num_items || plan.rows_per_item != rows_per_item ||
-      plan.num_q_groups != num_q_groups || plan.lengths.max_length != max_length || plan.num_parts < 1) {
-    return Status::invalid_argument(
-        std::string(entry) + ": argument 'plan' was made for other shapes: got num_items = " +
-        std::to_string(plan.num_items) + ", rows_per_item = " + std::to_string(plan.rows_per_item) +
-        ", num_q_groups = " + std::to_string(plan.num_q_groups) + ", expected " + std::to_string(num_items) +
-        ", " + std::to_string(rows_per_item) + ", " + std::to_string(num_q_groups) +
-        " (call the matching plan_* with the same shape)");
-  }
-  return Status::ok();
-}
 
 // The steps every split-KV decode family shares: rebuild the schedule from the
 // device-resident lengths, run the family's attention kernel, then the combine
@@ -93,10 +79,8 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
   constexpr const char* kEntry = "dense_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
   const DenseDecodeShape& shape = params.shape;
-  const int rows_per_kv_head = shape.s_q * (shape.h_q / shape.h_kv);
-  const int m_tiles = (rows_per_kv_head + kQueryRowsPerTile - 1) / kQueryRowsPerTile;
-  OPENMLA_RETURN_IF_ERROR(check_plan_matches(kEntry, plan, shape.batch, shape.s_q * shape.h_q,
-                                             shape.h_kv * m_tiles, shape.max_pages_per_seq * shape.page_size));
+  // The plan sizes grids and indexes the workspace: it must be the planner's own for this shape.
+  OPENMLA_RETURN_IF_ERROR(detail::check_dense_decode_plan(kEntry, shape, plan));
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
   OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::can_implement(shape));
   if (plan.cluster_split > 1) {
@@ -122,11 +106,8 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
                          size_t workspace_bytes, cudaStream_t stream) {
   constexpr const char* kEntry = "sparse_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode(kEntry, params));
-  const SparseDecodeShape& shape = params.shape;
-  // Items are (request, query token) pairs; h_q >= 64 splits heads into 64-wide q-groups.
-  const int q_groups = sparse_q_groups(shape.h_q);
-  OPENMLA_RETURN_IF_ERROR(
-      check_plan_matches(kEntry, plan, shape.batch * shape.s_q, shape.h_q, q_groups, shape.topk));
+  // The plan sizes grids and indexes the workspace: it must be the planner's own for this shape.
+  OPENMLA_RETURN_IF_ERROR(detail::check_sparse_decode_plan(kEntry, params.shape, plan));
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
 
   // topk_length is per request (null: every item has topk positions); split

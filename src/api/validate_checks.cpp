@@ -108,6 +108,12 @@ Status check_softmax_scale(const char* entry, float softmax_scale) {
       show_float("softmax_scale", static_cast<double>(softmax_scale)), "0 < softmax_scale < inf");
 }
 
+Status check_dequant_scale(const char* entry, std::string_view name, float scale) {
+  if (std::isfinite(scale) && scale > 0.0f) return Status::ok();
+  return argument_error(StatusCode::kInvalidArgument, entry, name, "must be finite and positive",
+                        show_float(name, static_cast<double>(scale)), "0 < " + std::string(name) + " < inf");
+}
+
 bool mul_fits_int64(int64_t a, int64_t b, int64_t* product) {
   if (a < 0 || b < 0) return false;
   if (a != 0 && b > kInt64Max / a) return false;

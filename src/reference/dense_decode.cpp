@@ -119,6 +119,7 @@ Status check_block_table(const char* entry, const DenseDecodeParams& params) {
 
 Status reference_dense_decode(const DenseDecodeParams& params) {
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode("reference_dense_decode", params));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode_scale_values("reference_dense_decode", params));
   OPENMLA_RETURN_IF_ERROR(check_block_table("reference_dense_decode", params));
   for (int b = 0; b < params.shape.batch; ++b) {
     attend_dense_request(params, b, 0, dense_length(params, b), dense_final_emit(params, b));
@@ -130,6 +131,7 @@ Status reference_dense_decode_split(const DenseDecodeParams& params, const Decod
                                     const HostSchedule& schedule, float* partial_o, float* partial_lse) {
   constexpr const char* kEntry = "reference_dense_decode_split";
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode_scale_values(kEntry, params));
   OPENMLA_RETURN_IF_ERROR(check_block_table(kEntry, params));
   const DenseDecodeShape& shape = params.shape;
   // Dense items are requests; rows inside an item are (s, h), head fastest.
