@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -124,6 +125,47 @@ TEST(HostileDense, Fp8ScalesMustBeFiniteAndPositive) {
     in.kv_scale[0] = 1.0f;
   }
   EXPECT_TRUE(reference_dense_decode(in.params()).is_ok());
+}
+
+// ---------------------------------------------------------------------------
+// Layouts: any order of dimensions without overlap is valid (the kernels take
+// a stride per dimension), e.g. q.transpose(1, 2).contiguous().transpose(1, 2).
+// ---------------------------------------------------------------------------
+TEST(HostileLayout, QueryWithHeadsOutsideTokensGivesTheSameResult) {
+  test::DenseDecodeConfig config;
+  config.s_q = 3;
+  test::DenseDecodeInputs in = test::make_dense_decode_inputs(config, 6);
+  const DenseDecodeShape& sh = in.shape;
+  ASSERT_TRUE(reference_dense_decode(in.params()).is_ok());
+  const test::HostVector<uint8_t> want_out = in.out;
+  const test::HostVector<float> want_lse = in.lse;
+
+  // The same q stored as [batch, h_q, s_q, d_qk].
+  const int64_t stride_s = sh.d_qk, stride_h = int64_t(sh.s_q) * sh.d_qk, stride_b = int64_t(sh.h_q) * stride_h;
+  test::HostVector<uint8_t> q(size_t(sh.batch) * stride_b * 2);
+  for (int b = 0; b < sh.batch; ++b)
+    for (int t = 0; t < sh.s_q; ++t)
+      for (int h = 0; h < sh.h_q; ++h)
+        std::memcpy(q.data() + 2 * (b * stride_b + t * stride_s + h * stride_h),
+                    in.q.data() + 2 * (b * in.q_stride_b + t * in.q_stride_s + h * in.q_stride_h), 2 * sh.d_qk);
+  DenseDecodeParams p = in.params();
+  p.q = q.data(), p.q_stride_b = stride_b, p.q_stride_s = stride_s, p.q_stride_h = stride_h;
+  std::fill(in.out.begin(), in.out.end(), 0), std::fill(in.lse.begin(), in.lse.end(), 0.0f);
+  ASSERT_TRUE(dense_decode_can_implement(p).is_ok()) << dense_decode_can_implement(p).message();
+  ASSERT_TRUE(reference_dense_decode(p).is_ok());
+  EXPECT_TRUE(in.out == want_out);
+  EXPECT_EQ(std::memcmp(in.lse.data(), want_lse.data(), want_lse.size() * sizeof(float)), 0);
+}
+
+TEST(HostileLayout, OverlapInEveryOrderIsStillRejectedWithTheRule) {
+  test::DenseDecodeConfig config;
+  config.s_q = 3;
+  test::DenseDecodeInputs in = test::make_dense_decode_inputs(config, 7);
+  DenseDecodeParams p = in.params();
+  p.q_stride_s = p.q_stride_h;  // tokens and heads share rows
+  const Status status = dense_decode_can_implement(p);
+  expect_names(status, StatusCode::kInvalidArgument, "dense_decode_can_implement: argument 'q_stride_s' ");
+  expect_contains(status, "or any order of q's dimensions in which no two elements overlap");
 }
 
 // ---------------------------------------------------------------------------
