@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from openmla import _C
-from openmla._plans import DensePlan, SparsePlan
+from openmla._plans import DensePlan, SparsePlan, check_plan_type
+from openmla._tensors import softmax_scale_arg
 
 # Importing registers the ops under torch.ops.openmla.
 from openmla import _ops  # noqa: F401
@@ -51,10 +52,11 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     [0, seqlen - s_q + i]; stream: default torch.cuda.current_stream().
     CPU tensors run the C++ reference.
     """
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
-    if plan is not None and _eager():
-        plan.check_tensors(q, kv_cache, block_table, d_v)
+    softmax_scale = softmax_scale_arg("dense_decode", q, softmax_scale)
+    if plan is not None:
+        check_plan_type("dense_decode", plan, DensePlan)
+        if _eager():
+            plan.check_tensors(q, kv_cache, block_table, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):
         return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
@@ -73,10 +75,11 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
     -1 skips), topk_length [batch] int32, attn_sink [h_q] fp32.
     Returns out [batch, s_q, h_q, d_v] bf16 and lse [batch, h_q, s_q] fp32.
     """
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
-    if plan is not None and _eager():
-        plan.check_tensors(q, kv_cache, indices, d_v)
+    softmax_scale = softmax_scale_arg("sparse_decode", q, softmax_scale)
+    if plan is not None:
+        check_plan_type("sparse_decode", plan, SparsePlan)
+        if _eager():
+            plan.check_tensors(q, kv_cache, indices, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):
         return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
@@ -92,8 +95,7 @@ def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Opt
     Returns out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 and lse [s_q, h_q] fp32
     (empty rows: max_logits -inf, lse +inf, out 0).
     """
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
+    softmax_scale = softmax_scale_arg("sparse_prefill", q, softmax_scale)
     with _stream_context(stream):
         return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale),
                                                 int(d_v))

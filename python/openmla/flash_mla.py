@@ -76,6 +76,14 @@ class FlashMLASchedMeta:
 def _old_style_metadata(cache_seqlens: Tensor, num_q_tokens_per_head_k: int, num_heads_k: int,
                         num_heads_q: Optional[int] = None, is_fp8_kvcache: bool = False,
                         topk: Optional[int] = None) -> Tuple[Tensor, Tensor]:
+    if cache_seqlens.dim() != 1:
+        raise ValueError("get_mla_metadata: argument 'cache_seqlens' has the wrong number of dimensions: got "
+                         f"cache_seqlens.shape = {list(cache_seqlens.shape)}, expected 1 dimension [batch]")
+    for name, value in (("num_q_tokens_per_head_k", num_q_tokens_per_head_k), ("num_heads_k", num_heads_k),
+                        ("num_heads_q", num_heads_q)):
+        if value is not None and int(value) < 1:
+            raise ValueError(f"get_mla_metadata: argument '{name}' is too small: got {name} = {value}, "
+                             f"expected {name} >= 1")
     device = cache_seqlens.device
     batch = cache_seqlens.shape[0]
     rows_per_head_k = int(num_q_tokens_per_head_k)  # s_q * h_q / h_kv
@@ -170,6 +178,10 @@ def flash_mla_with_kvcache(q: Tensor, k_cache: Tensor, block_table: Optional[Ten
         if value is not None:
             raise NotImplementedError(f"flash_mla_with_kvcache: argument '{name}' is not supported: got a tensor, "
                                       "expected None")
+    for name, t in (("q", q), ("k_cache", k_cache)):
+        if t.dim() != 4:
+            raise ValueError(f"flash_mla_with_kvcache: argument '{name}' has the wrong number of dimensions: got "
+                             f"{name}.shape = {list(t.shape)}, expected 4 dimensions")
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
 
@@ -197,6 +209,11 @@ def flash_mla_with_kvcache(q: Tensor, k_cache: Tensor, block_table: Optional[Ten
         if value is None:
             raise ValueError(f"flash_mla_with_kvcache: argument '{name}' is missing: got None, expected a tensor "
                              "for dense attention")
+    if is_fp8_kvcache != (k_cache.dtype in (torch.uint8, torch.float8_e4m3fn)):
+        # Either way the flag would be ignored: the cache's dtype decides.
+        raise ValueError(f"flash_mla_with_kvcache: argument 'is_fp8_kvcache' does not match k_cache: got "
+                         f"is_fp8_kvcache = {is_fp8_kvcache}, k_cache.dtype = {k_cache.dtype}, expected True exactly "
+                         "for an FP8 cache (float8_e4m3fn or uint8)")
     if is_fp8_kvcache and k_cache.dtype == torch.uint8:
         k_cache = k_cache.view(torch.float8_e4m3fn)
     config = FlashMLASchedMeta.Config(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], k_cache.shape[2],
@@ -216,6 +233,9 @@ def flash_mla_sparse_fwd(q: Tensor, kv: Tensor, indices: Tensor, sm_scale: float
     CUDA tensors raise NotImplementedError until the sparse prefill kernel exists;
     CPU tensors run the C++ reference.
     """
+    if sm_scale is None:
+        raise ValueError("flash_mla_sparse_fwd: argument 'sm_scale' is missing: got None, expected a float "
+                         "(FlashMLA's sparse prefill has no default scale)")
     if indexer_topk:
         raise NotImplementedError(f"flash_mla_sparse_fwd: argument 'indexer_topk' is not supported: got "
                                   f"{indexer_topk}, expected 0")

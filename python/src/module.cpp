@@ -18,6 +18,8 @@
 #include <string>
 
 #include "openmla/openmla.h"
+#include "api/validate.h"
+#include "api/validate_checks.h"
 #include "openmla/reference.h"
 #include "plan/plan_identity.h"
 #include "tensor_args.h"
@@ -57,6 +59,17 @@ cudaStream_t to_stream(uint64_t handle) {
   return reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(handle));
 }
 
+// A workspace given to a CPU run: the size the GPU run would need (its
+// 256-byte alignment matters to the kernels only; torch's CPU allocator gives 64).
+Status check_workspace_size(const char* entry, const DecodePlan& plan, size_t bytes) {
+  if (bytes >= plan.workspace.total_bytes) return Status::ok();
+  return detail::argument_error(StatusCode::kInvalidArgument, entry, "workspace_bytes",
+                                "is smaller than the plan's workspace",
+                                detail::show("workspace_bytes", int64_t(bytes)),
+                                "workspace_bytes >= plan.workspace.total_bytes = " +
+                                    std::to_string(plan.workspace.total_bytes));
+}
+
 // ---- decode runs ----------------------------------------------------------------------
 // On the CPU the reference runs (plan and workspace unused); on a GPU the
 // plan is rebuilt from the tensors' shapes (pure and cheap), then run().
@@ -80,15 +93,23 @@ void dense_decode(const TensorRef& q, const TensorRef& kv_cache, const TensorRef
                                 {"q_scale", q_scale},
                                 {"kv_scale", kv_scale}},
                                &device));
+  const auto plan_and_workspace = [&](DecodePlan* plan, void** base, size_t* bytes) {
+    raise_if_error(plan_dense_decode(params.shape, device_info, plan, options));
+    if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, base, bytes));
+  };
+  DecodePlan plan;
+  void* base = nullptr;
+  size_t bytes = 0;
   if (device == kCpuDevice) {
+    // The reference needs no workspace, but one given must fit the GPU run's plan.
+    if (workspace != nullptr) {
+      plan_and_workspace(&plan, &base, &bytes);
+      raise_if_error(check_workspace_size(kEntry, plan, bytes));
+    }
     run_released([&] { return reference_dense_decode(params); });
     return;
   }
-  DecodePlan plan;
-  raise_if_error(plan_dense_decode(params.shape, device_info, &plan, options));
-  void* base = nullptr;
-  size_t bytes = 0;
-  if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, &base, &bytes));
+  plan_and_workspace(&plan, &base, &bytes);
   run_released([&] { return dense_decode_run(params, plan, base, bytes, to_stream(stream)); });
 }
 
@@ -110,15 +131,23 @@ void sparse_decode(const TensorRef& q, const TensorRef& kv_cache, const TensorRe
                                 {"out", &out},
                                 {"lse", &lse}},
                                &device));
+  const auto plan_and_workspace = [&](DecodePlan* plan, void** base, size_t* bytes) {
+    raise_if_error(plan_sparse_decode(params.shape, device_info, plan, options));
+    if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, base, bytes));
+  };
+  DecodePlan plan;
+  void* base = nullptr;
+  size_t bytes = 0;
   if (device == kCpuDevice) {
+    // The reference needs no workspace, but one given must fit the GPU run's plan.
+    if (workspace != nullptr) {
+      plan_and_workspace(&plan, &base, &bytes);
+      raise_if_error(check_workspace_size(kEntry, plan, bytes));
+    }
     run_released([&] { return reference_sparse_decode(params); });
     return;
   }
-  DecodePlan plan;
-  raise_if_error(plan_sparse_decode(params.shape, device_info, &plan, options));
-  void* base = nullptr;
-  size_t bytes = 0;
-  if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, &base, &bytes));
+  plan_and_workspace(&plan, &base, &bytes);
   run_released([&] { return sparse_decode_run(params, plan, base, bytes, to_stream(stream)); });
 }
 
@@ -292,6 +321,8 @@ NB_MODULE(_C, m) {
         DenseDecodeShape shape;
         raise_if_error(
             openmla::python::dense_decode_shape("dense_decode", q, kv_cache, block_table, d_v, &shape));
+        // Checked here, before the op allocates outputs from these sizes.
+        raise_if_error(detail::validate_dense_decode_shape("dense_decode", shape));
         return shape;
       },
       "q"_a, "kv_cache"_a, "block_table"_a, "d_v"_a);
@@ -301,6 +332,8 @@ NB_MODULE(_C, m) {
         SparseDecodeShape shape;
         raise_if_error(
             openmla::python::sparse_decode_shape("sparse_decode", q, kv_cache, indices, d_v, &shape));
+        // Checked here, before the op allocates outputs from these sizes.
+        raise_if_error(detail::validate_sparse_decode_shape("sparse_decode", shape));
         return shape;
       },
       "q"_a, "kv_cache"_a, "indices"_a, "d_v"_a);

@@ -127,7 +127,7 @@ def _misaligned(t):
     (lambda x: x.update(q=x["q"].double()), NotImplementedError,
      r"^dense_decode: argument 'q' has an unsupported dtype: got q.dtype = float64"),
     (lambda x: x.update(q=x["q"].float(), kv_cache=x["kv_cache"].float()), NotImplementedError,
-     r"^reference_dense_decode: argument 'q_dtype' is not supported: got q_dtype = fp32"),
+     r"^(reference_)?dense_decode: argument 'q_dtype' is not supported: got q_dtype = fp32"),
     (lambda x: x.update(kv_cache=x["kv_cache"].half()), NotImplementedError,
      r"^reference_dense_decode: argument 'kv_cache' must match q_dtype|argument 'kv_dtype' must match q_dtype"),
     (lambda x: x.update(q=x["q"].transpose(2, 3).contiguous().transpose(2, 3)), ValueError,
@@ -139,7 +139,7 @@ def _misaligned(t):
     (lambda x: x.update(softmax_scale=float("nan")), ValueError,
      r"^reference_dense_decode: argument 'softmax_scale' must be finite and positive"),
     (lambda x: x.update(q=x["q"][:, :, :0]), ValueError,
-     r"^reference_dense_decode: argument 'h_q' is out of range: got h_q = 0"),
+     r"^(reference_)?dense_decode: argument 'h_q' is out of range: got h_q = 0"),
 ])
 def test_dense_validation_messages(mutate, error, pattern):
     x = make_dense_inputs([10, 20], h_q=16, page_size=16)
