@@ -15,7 +15,7 @@ from torch import Tensor
 
 from openmla import _C
 from openmla._plans import DensePlan, SparsePlan, check_plan_type
-from openmla._tensors import softmax_scale_arg
+from openmla._tensors import d_v_arg, softmax_scale_arg
 
 # Importing registers the ops under torch.ops.openmla.
 from openmla import _ops  # noqa: F401
@@ -53,6 +53,7 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     CPU tensors run the C++ reference.
     """
     softmax_scale = softmax_scale_arg("dense_decode", q, softmax_scale)
+    d_v = d_v_arg("dense_decode", d_v)
     if plan is not None:
         check_plan_type("dense_decode", plan, DensePlan)
         if _eager():
@@ -60,7 +61,7 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):
         return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
-                                              float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
+                                              float(softmax_scale), bool(causal), d_v, num_sms, max_parts,
                                               min_parts)
 
 
@@ -76,6 +77,7 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
     Returns out [batch, s_q, h_q, d_v] bf16 and lse [batch, h_q, s_q] fp32.
     """
     softmax_scale = softmax_scale_arg("sparse_decode", q, softmax_scale)
+    d_v = d_v_arg("sparse_decode", d_v)
     if plan is not None:
         check_plan_type("sparse_decode", plan, SparsePlan)
         if _eager():
@@ -83,7 +85,7 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):
         return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
-                                               float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
+                                               float(softmax_scale), d_v, num_sms, max_parts, min_parts)
 
 
 def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Optional[float] = None,
@@ -96,6 +98,7 @@ def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Opt
     (empty rows: max_logits -inf, lse +inf, out 0).
     """
     softmax_scale = softmax_scale_arg("sparse_prefill", q, softmax_scale)
+    d_v = d_v_arg("sparse_prefill", d_v)
     with _stream_context(stream):
         return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale),
-                                                int(d_v))
+                                                d_v)

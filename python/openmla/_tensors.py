@@ -96,3 +96,9 @@ def check_d_v(entry: str, d_v) -> None:
     if d_v != _C.HEAD_DIM_V:
         error = ValueError if not isinstance(d_v, int) or d_v < 1 else NotImplementedError
         raise error(f"{entry}: argument 'd_v' is not supported: got d_v = {d_v!r}, expected d_v == {_C.HEAD_DIM_V}")
+
+
+def d_v_arg(entry: str, d_v) -> int:
+    """The d_v argument as an int, named when it is not the supported value."""
+    check_d_v(entry, d_v)
+    return int(d_v)

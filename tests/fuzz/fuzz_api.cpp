@@ -566,7 +566,7 @@ void fuzz_plan(uint64_t seed) {
     case 2: tampered.min_part_cost = 0; break;
     case 3: tampered.whole_item_parts = !tampered.whole_item_parts; break;
     case 4: tampered.cluster_split = tampered.cluster_split == 8 ? 0 : 8; break;
-    case 5: tampered.lengths.max_length += 1; break;
+    case 5: tampered.lengths.max_length ^= 1; break;
     case 6: tampered.workspace.total_bytes -= 1; break;
     case 7: tampered.device.num_sms = tampered.device.num_sms == 132 ? 66 : 132; break;
     case 8: tampered.family = dense ? PlanFamily::kSparseDecode : PlanFamily::kDenseDecode; break;
