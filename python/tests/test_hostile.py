@@ -235,3 +235,27 @@ def test_transposed_prefill_q_matches_contiguous():
     want = openmla.sparse_prefill(q, kv, indices)
     got = openmla.sparse_prefill(q.transpose(0, 1).contiguous().transpose(0, 1), kv, indices)
     assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.gpu
+def test_permuted_layouts_on_gpu_match_cpu():
+    # The kernels take one stride per dimension (q by pointer arithmetic, KV by a TMA map).
+    x = make_dense_inputs([10, 300], s_q=2, h_q=16, h_kv=2, page_size=64)
+    q = x.q.transpose(1, 2).contiguous().transpose(1, 2)
+    kv = x.kv_cache.transpose(1, 2).contiguous().transpose(1, 2)
+    want = openmla.dense_decode(q, kv, x.block_table, x.seqlens)
+    got = openmla.dense_decode(q.cuda(), kv.cuda(), x.block_table.cuda(), x.seqlens.cuda())
+    assert_attention_close(got[0], got[1], want[0], want[1])
+    sq, cache, indices = _sparse(h_q=64)
+    want = openmla.sparse_decode(sq, cache, indices)
+    sq = sq.transpose(1, 2).contiguous().transpose(1, 2)
+    got = openmla.sparse_decode(sq.cuda(), cache.cuda(), indices.cuda())
+    assert_attention_close(got[0], got[1], want[0], want[1])
+
+
+@pytest.mark.gpu
+def test_tampered_or_foreign_plan_refused_on_gpu():
+    x = make_dense_inputs([10, 300], h_q=16, page_size=64, device="cuda")
+    sparse = openmla.SparsePlan(batch=2, h_q=16, topk=64, num_pages=1, device="cuda")
+    with pytest.raises(TypeError, match=r"dense_decode: argument 'plan' must be a DensePlan"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=sparse)
