@@ -190,7 +190,38 @@ def metadata_case(r: random.Random):
     return args, muts, call
 
 
-FAMILIES = [dense_case, sparse_case, prefill_case, metadata_case]
+def flash_mla_case(r: random.Random):
+    lengths = [r.choice([0, 3, 70]) for _ in range(r.randint(1, 3))]
+    fp8 = r.random() < 0.3
+    x = make_dense_inputs(lengths, s_q=r.randint(1, 2), h_q=16, page_size=64,
+                          dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16, seed=r.randrange(1000))
+    args = dict(q=x.q, k_cache=x.kv_cache, block_table=x.block_table, cache_seqlens=x.seqlens, head_dim_v=512,
+                tile_scheduler_metadata=None, is_fp8_kvcache=fp8)
+    if fp8:
+        args.update(descale_q=torch.tensor([0.05]), descale_k=torch.tensor([0.05]))
+
+    def flag(a, r):
+        a["is_fp8_kvcache"] = not a["is_fp8_kvcache"]
+    def metadata(a, r):
+        a["tile_scheduler_metadata"] = r.choice([torch.empty(1, dtype=torch.int32), "x", 7,
+                                                 flash_mla.get_mla_metadata(torch.tensor([1, 2, 3, 4, 5],
+                                                                            dtype=torch.int32), 16, 1)[0]])
+    def descale(a, r):
+        a[r.choice(["descale_q", "descale_k"])] = torch.tensor([r.choice([float("nan"), -1.0, 1.0])])
+    def head_dim_v(a, r):
+        a["head_dim_v"] = r.choice([0, -1, 576, "x"])
+    muts = _tensor_mutations(["q", "k_cache", "block_table", "cache_seqlens"]) + [
+        ("is_fp8_kvcache", flag), ("metadata", metadata), ("descale", descale), ("head_dim_v", head_dim_v)]
+
+    def call(a):
+        a = dict(a)
+        return flash_mla.flash_mla_with_kvcache(a.pop("q"), a.pop("k_cache"), a.pop("block_table"),
+                                                a.pop("cache_seqlens"), a.pop("head_dim_v"),
+                                                a.pop("tile_scheduler_metadata"), **a)
+    return args, muts, call
+
+
+FAMILIES = [dense_case, sparse_case, prefill_case, metadata_case, flash_mla_case]
 
 
 def _has_nan(result) -> bool:
