@@ -69,6 +69,21 @@ TEST(HostileSchedule, PartitionCoreToleratesZeroMinPartCost) {
   EXPECT_EQ(plan_detail::active_parts(0, 4, 0), 1);
 }
 
+TEST(HostileSchedule, CheckPlanCountsBlocksOfLengthsNearInt32Max) {
+  // Found by the fuzz: check_plan's own block count overflowed at length + 63.
+  DenseDecodeShape shape;
+  shape.batch = 1, shape.h_q = 16, shape.page_size = 1, shape.num_pages = 1, shape.max_pages_per_seq = kInt32Max;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, DeviceInfo{}, &plan).is_ok());
+  const int32_t length = kInt32Max;
+  ItemLengths lengths = plan.lengths;
+  lengths.lengths = &length;
+  HostSchedule schedule;
+  ASSERT_TRUE(build_schedule_host(plan, lengths, &schedule).is_ok());
+  const Status checked = check_plan(plan, lengths, schedule);
+  EXPECT_TRUE(checked.is_ok()) << checked.message();
+}
+
 // ---------------------------------------------------------------------------
 // Silent garbage
 // ---------------------------------------------------------------------------
