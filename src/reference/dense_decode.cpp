@@ -100,7 +100,9 @@ DenseRowEmit dense_final_emit(const DenseDecodeParams& params, int b) {
 Status check_block_table(const char* entry, const DenseDecodeParams& params) {
   const DenseDecodeShape& shape = params.shape;
   for (int b = 0; b < shape.batch; ++b) {
-    const int32_t pages_used = (dense_length(params, b) + shape.page_size - 1) / shape.page_size;
+    // NOTE: 64-bit: length + page_size - 1 may exceed INT32_MAX.
+    const int32_t pages_used =
+        int32_t((int64_t(dense_length(params, b)) + shape.page_size - 1) / shape.page_size);
     const int32_t* table_row = params.block_table + b * params.block_table_stride_b;  // [max_pages_per_seq]
     for (int32_t j = 0; j < pages_used; ++j) {
       if (table_row[j] < 0 || table_row[j] >= shape.num_pages) {

@@ -15,6 +15,7 @@
 #include "openmla/reference.h"
 #include "plan/partition.h"
 #include "plan/plan_identity.h"
+#include "reference/attention_core.h"
 #include "test_util/mla_inputs.h"
 
 namespace openmla {
@@ -82,6 +83,11 @@ TEST(HostileSchedule, CheckPlanCountsBlocksOfLengthsNearInt32Max) {
   ASSERT_TRUE(build_schedule_host(plan, lengths, &schedule).is_ok());
   const Status checked = check_plan(plan, lengths, schedule);
   EXPECT_TRUE(checked.is_ok()) << checked.message();
+}
+
+TEST(HostileSchedule, ReferenceBlockCountOfLengthsNearInt32Max) {
+  EXPECT_EQ(reference_detail::num_kv_blocks(kInt32Max), 33554432);
+  EXPECT_EQ(reference_detail::num_kv_blocks(kInt32Max - 62), 33554432);
 }
 
 // ---------------------------------------------------------------------------
