@@ -131,6 +131,20 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
 Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& device,
                           DecodePlan* plan, const PlanOptions& options = {});
 
+// Plan identity: every *_run re-plans its params' shape with the plan's
+// recorded device and options and compares the two field by field, so a plan
+// made for other shapes, another family, or edited afterwards is refused.
+// ok, or kInvalidArgument naming the first differing field:
+//   "<entry>: argument 'plan' was not made by plan_dense_decode for these shapes:
+//    got plan.num_parts = 100000, expected plan.num_parts = 66 (...)"
+Status check_dense_decode_plan(const char* entry, const DenseDecodeShape& shape, const DecodePlan& plan);
+Status check_sparse_decode_plan(const char* entry, const SparseDecodeShape& shape, const DecodePlan& plan);
+// The comparison alone (`expected` from the planner); a plan of the other
+// family reads "argument 'plan' was made for sparse_decode".
+Status compare_decode_plans(const char* entry, const DecodePlan& given, const DecodePlan& expected);
+// 64-bit FNV-1a over every field but the fingerprint (the planner stores it).
+uint64_t decode_plan_fingerprint(const DecodePlan& plan);
+
 // A schedule filled on the host.
 struct HostSchedule {
   std::vector<PartWork> parts;        // [num_parts]

@@ -21,7 +21,6 @@
 #include "api/validate.h"
 #include "api/validate_checks.h"
 #include "openmla/reference.h"
-#include "plan/plan_identity.h"
 #include "tensor_args.h"
 
 namespace nb = nanobind;
@@ -192,7 +191,7 @@ DecodePlan plan_sparse(const SparseDecodeShape& shape, const DeviceInfo& device,
 // A plan object handed to a run must be the one its tensors call for; the
 // message names the first field that differs.
 void check_plan_matches(const std::string& entry, const DecodePlan& given, const DecodePlan& expected) {
-  raise_if_error(detail::compare_decode_plans(entry.c_str(), given, expected));
+  raise_if_error(compare_decode_plans(entry.c_str(), given, expected));
 }
 
 DeviceInfo device_info_of(int device) {

@@ -80,7 +80,7 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
   const DenseDecodeShape& shape = params.shape;
   // The plan sizes grids and indexes the workspace: it must be the planner's own for this shape.
-  OPENMLA_RETURN_IF_ERROR(detail::check_dense_decode_plan(kEntry, shape, plan));
+  OPENMLA_RETURN_IF_ERROR(check_dense_decode_plan(kEntry, shape, plan));
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
   OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::can_implement(shape));
   if (plan.cluster_split > 1) {
@@ -107,7 +107,7 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
   constexpr const char* kEntry = "sparse_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_decode(kEntry, params));
   // The plan sizes grids and indexes the workspace: it must be the planner's own for this shape.
-  OPENMLA_RETURN_IF_ERROR(detail::check_sparse_decode_plan(kEntry, params.shape, plan));
+  OPENMLA_RETURN_IF_ERROR(check_sparse_decode_plan(kEntry, params.shape, plan));
   OPENMLA_RETURN_IF_ERROR(detail::validate_workspace(kEntry, plan, workspace, workspace_bytes));
 
   // topk_length is per request (null: every item has topk positions); split

@@ -132,7 +132,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
   finish_plan(&result, device, options);
   result.cluster_split = choose_cluster_split(result, rows_per_kv_head, device, options);
-  result.fingerprint = detail::decode_plan_fingerprint(result);
+  result.fingerprint = decode_plan_fingerprint(result);
   *plan = result;
   return Status::ok();
 }
@@ -156,7 +156,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
   finish_plan(&result, device, options);
-  result.fingerprint = detail::decode_plan_fingerprint(result);
+  result.fingerprint = decode_plan_fingerprint(result);
   *plan = result;
   return Status::ok();
 }

@@ -49,6 +49,8 @@ std::string text_of(const T& value) {
     return value == nullptr ? std::string("null") : std::string(buf);
   } else if constexpr (std::is_same_v<T, bool>) {
     return value ? "true" : "false";
+  } else if constexpr (std::is_enum_v<T>) {
+    return std::to_string(static_cast<int64_t>(value));
   } else {
     return std::to_string(value);
   }
@@ -88,9 +90,11 @@ Status inputs_rejected(const char* entry, const Status& planned) {
 
 }  // namespace
 
+}  // namespace detail
+
 uint64_t decode_plan_fingerprint(const DecodePlan& plan) {
-  uint64_t hash = kFnvOffset;
-#define OPENMLA_HASH_FIELD(field) hash_bits(&hash, bits_of(plan.field));
+  uint64_t hash = detail::kFnvOffset;
+#define OPENMLA_HASH_FIELD(field) detail::hash_bits(&hash, detail::bits_of(plan.field));
   OPENMLA_DECODE_PLAN_FIELDS(OPENMLA_HASH_FIELD)
 #undef OPENMLA_HASH_FIELD
   return hash;
@@ -98,21 +102,23 @@ uint64_t decode_plan_fingerprint(const DecodePlan& plan) {
 
 Status compare_decode_plans(const char* entry, const DecodePlan& given, const DecodePlan& expected) {
   if (given.family != expected.family) {
-    return argument_error(
+    return detail::argument_error(
         StatusCode::kInvalidArgument, entry, "plan",
         std::string("was made for ") + plan_family_name(given.family),
         "plan.family = " + std::string(plan_family_name(given.family)),
         "plan.family = " + std::string(plan_family_name(expected.family)) + " (a plan from " +
-            planner_of(expected.family) + ")");
+            detail::planner_of(expected.family) + ")");
   }
 #define OPENMLA_COMPARE_FIELD(field)                                                             \
   if (!(given.field == expected.field)) {                                                        \
-    return field_differs(entry, expected, #field, text_of(given.field), text_of(expected.field)); \
+    return detail::field_differs(entry, expected, #field, detail::text_of(given.field),          \
+                                 detail::text_of(expected.field));                                  \
   }
   OPENMLA_DECODE_PLAN_FIELDS(OPENMLA_COMPARE_FIELD)
 #undef OPENMLA_COMPARE_FIELD
   if (given.fingerprint != expected.fingerprint) {
-    return field_differs(entry, expected, "fingerprint", text_of(given.fingerprint), text_of(expected.fingerprint));
+    return detail::field_differs(entry, expected, "fingerprint", detail::text_of(given.fingerprint),
+                                 detail::text_of(expected.fingerprint));
   }
   return Status::ok();
 }
@@ -122,7 +128,7 @@ Status check_dense_decode_plan(const char* entry, const DenseDecodeShape& shape,
   expected.family = PlanFamily::kDenseDecode;
   if (plan.family != PlanFamily::kDenseDecode) return compare_decode_plans(entry, plan, expected);
   const Status planned = plan_dense_decode(shape, plan.device, &expected, plan.options);
-  if (!planned) return inputs_rejected(entry, planned);
+  if (!planned) return detail::inputs_rejected(entry, planned);
   return compare_decode_plans(entry, plan, expected);
 }
 
@@ -131,9 +137,8 @@ Status check_sparse_decode_plan(const char* entry, const SparseDecodeShape& shap
   expected.family = PlanFamily::kSparseDecode;
   if (plan.family != PlanFamily::kSparseDecode) return compare_decode_plans(entry, plan, expected);
   const Status planned = plan_sparse_decode(shape, plan.device, &expected, plan.options);
-  if (!planned) return inputs_rejected(entry, planned);
+  if (!planned) return detail::inputs_rejected(entry, planned);
   return compare_decode_plans(entry, plan, expected);
 }
 
-}  // namespace detail
 }  // namespace openmla

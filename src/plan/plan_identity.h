@@ -1,4 +1,5 @@
-// A plan's identity: which planner made it, for which shape and inputs.
+// A plan's identity: which planner made it, for which shape and inputs
+// (the functions are declared in openmla/plan.h; the field list lives here).
 //
 // run() must never trust a plan's numbers: they size the grid, index the
 // workspace and bound the partial slots. So every run re-plans from its params'
@@ -60,18 +61,6 @@ namespace openmla::detail {
   FIELD(options.min_part_cost)                                                             \
   FIELD(options.cluster_split)
 
-// 64-bit FNV-1a over every field in OPENMLA_DECODE_PLAN_FIELDS.
-uint64_t decode_plan_fingerprint(const DecodePlan& plan);
-
-// ok when `given` equals `expected` in every field (fingerprint last);
-// otherwise kInvalidArgument naming the first differing field:
-//   "<entry>: argument 'plan' was not made by plan_dense_decode for these shapes:
-//    got plan.num_parts = 100000, expected plan.num_parts = 66 (...)"
-// A plan of the other family reads "... argument 'plan' was made for sparse_decode".
-Status compare_decode_plans(const char* entry, const DecodePlan& given, const DecodePlan& expected);
-
-// Re-plan `shape` with the plan's recorded device and options, then compare.
-Status check_dense_decode_plan(const char* entry, const DenseDecodeShape& shape, const DecodePlan& plan);
-Status check_sparse_decode_plan(const char* entry, const SparseDecodeShape& shape, const DecodePlan& plan);
+// The functions over these fields are public: openmla/plan.h (check_dense_decode_plan, ...).
 
 }  // namespace openmla::detail

@@ -217,9 +217,9 @@ TEST(HostilePlan, PlannerRecordsFamilyInputsAndFingerprint) {
   EXPECT_EQ(plan.family, PlanFamily::kDenseDecode);
   EXPECT_EQ(plan.options.max_parts, 3);
   EXPECT_EQ(plan.device.num_sms, DeviceInfo{}.num_sms);
-  EXPECT_EQ(plan.fingerprint, detail::decode_plan_fingerprint(plan));
+  EXPECT_EQ(plan.fingerprint, decode_plan_fingerprint(plan));
   EXPECT_NE(plan.fingerprint, dense_plan().fingerprint);
-  EXPECT_TRUE(detail::check_dense_decode_plan("dense_decode_run", dense_shape(), plan).is_ok());
+  EXPECT_TRUE(check_dense_decode_plan("dense_decode_run", dense_shape(), plan).is_ok());
 }
 
 TEST(HostilePlan, TamperedFieldsAreNamed) {
@@ -238,7 +238,7 @@ TEST(HostilePlan, TamperedFieldsAreNamed) {
   for (const Tamper& tamper : tampers) {
     DecodePlan plan = dense_plan();
     tamper.apply(plan);
-    const Status status = detail::check_dense_decode_plan("dense_decode_run", dense_shape(), plan);
+    const Status status = check_dense_decode_plan("dense_decode_run", dense_shape(), plan);
     expect_names(status, StatusCode::kInvalidArgument, "dense_decode_run: argument 'plan' ");
     expect_contains(status, std::string("got ") + tamper.field);
   }
@@ -247,29 +247,29 @@ TEST(HostilePlan, TamperedFieldsAreNamed) {
 TEST(HostilePlan, PlanForOtherShapesNamesTheDifferingField) {
   DenseDecodeShape other = dense_shape();
   other.batch = 5;
-  const Status status = detail::check_dense_decode_plan("dense_decode_run", other, dense_plan());
+  const Status status = check_dense_decode_plan("dense_decode_run", other, dense_plan());
   expect_names(status, StatusCode::kInvalidArgument, "dense_decode_run: argument 'plan' ");
   expect_contains(status, "got plan.num_items = 3, expected plan.num_items = 5");
 
   DecodePlan sparse;
   ASSERT_TRUE(plan_sparse_decode(sparse_shape(128), DeviceInfo{}, &sparse).is_ok());
-  const Status topk = detail::check_sparse_decode_plan("sparse_decode_run", sparse_shape(256), sparse);
+  const Status topk = check_sparse_decode_plan("sparse_decode_run", sparse_shape(256), sparse);
   expect_names(topk, StatusCode::kInvalidArgument, "sparse_decode_run: argument 'plan' ");
   expect_contains(topk, "got plan.lengths.default_length = 128, expected plan.lengths.default_length = 256");
 }
 
 TEST(HostilePlan, OtherFamilyOrUnplannedIsRejected) {
-  const Status dense_for_sparse = detail::check_sparse_decode_plan("sparse_decode_run", sparse_shape(), dense_plan());
+  const Status dense_for_sparse = check_sparse_decode_plan("sparse_decode_run", sparse_shape(), dense_plan());
   expect_names(dense_for_sparse, StatusCode::kInvalidArgument,
                "sparse_decode_run: argument 'plan' was made for dense_decode");
-  const Status unplanned = detail::check_dense_decode_plan("dense_decode_run", dense_shape(), DecodePlan{});
+  const Status unplanned = check_dense_decode_plan("dense_decode_run", dense_shape(), DecodePlan{});
   expect_names(unplanned, StatusCode::kInvalidArgument, "dense_decode_run: argument 'plan' was made for none");
 }
 
 TEST(HostilePlan, RecordedInputsThePlannerRejectsAreNamed) {
   DecodePlan plan = dense_plan();
   plan.device.num_sms = 0;
-  const Status status = detail::check_dense_decode_plan("dense_decode_run", dense_shape(), plan);
+  const Status status = check_dense_decode_plan("dense_decode_run", dense_shape(), plan);
   expect_names(status, StatusCode::kInvalidArgument, "dense_decode_run: argument 'plan' ");
   expect_contains(status, "num_sms");
 }

@@ -555,7 +555,7 @@ void fuzz_plan(uint64_t seed) {
   // The planner's own plan passes; any field changed afterwards is named.
   const char* entry = dense ? "dense_decode_run" : "sparse_decode_run";
   const auto identity = [&](const DecodePlan& p) {
-    return dense ? detail::check_dense_decode_plan(entry, ds, p) : detail::check_sparse_decode_plan(entry, ss, p);
+    return dense ? check_dense_decode_plan(entry, ds, p) : check_sparse_decode_plan(entry, ss, p);
   };
   if (!identity(plan).is_ok()) return fail(where, "the planner's own plan was refused: " + identity(plan).message());
   DecodePlan tampered = plan;
