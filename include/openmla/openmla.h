@@ -23,8 +23,12 @@ namespace openmla {
 Status query_device_info(int device, DeviceInfo* info);
 
 // ---- dense decode (BF16/FP16, FP8 per-tensor) ----
-// Checks every argument of `params` (shapes, dtypes, strides, alignment, pointers).
+// Checks every argument of `params` (shapes, dtypes, strides, alignment, pointers)
+// and the GPU capability table (openmla/capabilities.h), as run() does.
 Status dense_decode_can_implement(const DenseDecodeParams& params);
+// The shape checks alone (what plan_dense_decode makes), under the caller's entry
+// name: a binding names a bad size with them before it allocates outputs.
+Status dense_decode_check_shape(const DenseDecodeShape& shape, const char* entry);
 // Schedules on the GPU from device-resident seqlens, runs the attention kernel and,
 // when anything is split, the combine. `workspace` holds plan.workspace.total_bytes.
 Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan, void* workspace,
@@ -32,6 +36,7 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
 
 // ---- sparse decode (656-byte FP8 cache) ----
 Status sparse_decode_can_implement(const SparseDecodeParams& params);
+Status sparse_decode_check_shape(const SparseDecodeShape& shape, const char* entry);
 Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
                          size_t workspace_bytes, cudaStream_t stream);
 

@@ -84,8 +84,26 @@ enum class DecodeKernel : int32_t {
 
 // "dense_column_split", ... (for logs, the bench and error messages).
 const char* decode_kernel_name(DecodeKernel kernel);
+struct PlanOptions {
+  int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
+  int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
+  int min_part_cost = 0;  // 0: automatic; least work (blocks) per active part (tuning / benchmarks)
+  // Dense only. 0: automatic (short calls that fit one wave of C = 8, 4 or 2
+  // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
+  // 2, 4 or 8: always, with that C.
+  int cluster_split = 0;
+};
+
+// Which planner made a plan; each run accepts only its own family's plans.
+enum class PlanFamily : int32_t {
+  kNone = 0,  // default-constructed: not made by a planner
+  kDenseDecode,
+  kSparseDecode,
+};
+const char* plan_family_name(PlanFamily family);
 
 struct DecodePlan {
+  PlanFamily family = PlanFamily::kNone;
   int num_items = 0;          // batch (dense) or batch * s_q (sparse)
   int q_tokens_per_item = 1;  // s_q (dense) or 1 (sparse)
   int rows_per_item = 0;      // q_tokens_per_item * h_q: query rows one item produces
@@ -105,16 +123,11 @@ struct DecodePlan {
   int cluster_size = 1;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
-};
-
-struct PlanOptions {
-  int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
-  int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
-  int min_part_cost = 0;  // 0: automatic; least work (blocks) per active part (tuning / benchmarks)
-  // Dense only. 0: automatic (short calls that fit one wave of C = 8, 4 or 2
-  // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
-  // 2, 4 or 8: always, with that C.
-  int cluster_split = 0;
+  // The planner's inputs (besides the shape): run() re-plans from its params'
+  // shape and these, and rejects a plan that differs in any field.
+  DeviceInfo device;
+  PlanOptions options;
+  uint64_t fingerprint = 0;  // hash of every field above, set by the planner
 };
 
 // Bytes of split accumulators for a plan: the bound, as a formula.
@@ -159,6 +172,20 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
                          const PlanOptions& options = {});
 Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& device,
                           DecodePlan* plan, const PlanOptions& options = {});
+
+// Plan identity: every *_run re-plans its params' shape with the plan's
+// recorded device and options and compares the two field by field, so a plan
+// made for other shapes, another family, or edited afterwards is refused.
+// ok, or kInvalidArgument naming the first differing field:
+//   "<entry>: argument 'plan' was not made by plan_dense_decode for these shapes:
+//    got plan.num_parts = 100000, expected plan.num_parts = 66 (...)"
+Status check_dense_decode_plan(const char* entry, const DenseDecodeShape& shape, const DecodePlan& plan);
+Status check_sparse_decode_plan(const char* entry, const SparseDecodeShape& shape, const DecodePlan& plan);
+// The comparison alone (`expected` from the planner); a plan of the other
+// family reads "argument 'plan' was made for sparse_decode".
+Status compare_decode_plans(const char* entry, const DecodePlan& given, const DecodePlan& expected);
+// 64-bit FNV-1a over every field but the fingerprint (the planner stores it).
+uint64_t decode_plan_fingerprint(const DecodePlan& plan);
 
 // A schedule filled on the host.
 struct HostSchedule {

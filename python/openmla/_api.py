@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from openmla import _C, _eager
-from openmla._plans import DensePlan, SparsePlan
+from openmla._plans import DensePlan, SparsePlan, check_plan_type
+from openmla._tensors import d_v_arg, softmax_scale_arg
 
 # Importing registers the ops under torch.ops.openmla.
 from openmla import _ops  # noqa: F401
@@ -59,11 +60,13 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     [0, seqlen - s_q + i]; stream: default torch.cuda.current_stream().
     CPU tensors run the C++ reference.
     """
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
+    softmax_scale = softmax_scale_arg("dense_decode", q, softmax_scale)
+    d_v = d_v_arg("dense_decode", d_v)
     eager = _eager.applies(q)
-    if plan is not None and eager:
-        _check_plan_once(plan, q, kv_cache, block_table, d_v)
+    if plan is not None:
+        check_plan_type("dense_decode", plan, DensePlan)
+        if eager:
+            _check_plan_once(plan, q, kv_cache, block_table, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):  # outputs are allocated on the stream that uses them
         if eager:
@@ -71,7 +74,7 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
                                        float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
                                        min_parts)
         return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
-                                              float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
+                                              float(softmax_scale), bool(causal), d_v, num_sms, max_parts,
                                               min_parts)
 
 
@@ -86,18 +89,20 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
     -1 skips), topk_length [batch] int32, attn_sink [h_q] fp32.
     Returns out [batch, s_q, h_q, d_v] bf16 and lse [batch, h_q, s_q] fp32.
     """
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
+    softmax_scale = softmax_scale_arg("sparse_decode", q, softmax_scale)
+    d_v = d_v_arg("sparse_decode", d_v)
     eager = _eager.applies(q)
-    if plan is not None and eager:
-        _check_plan_once(plan, q, kv_cache, indices, d_v)
+    if plan is not None:
+        check_plan_type("sparse_decode", plan, SparsePlan)
+        if eager:
+            _check_plan_once(plan, q, kv_cache, indices, d_v)
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):  # outputs are allocated on the stream that uses them
         if eager:
             return _eager.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
                                         float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
         return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
-                                               float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
+                                               float(softmax_scale), d_v, num_sms, max_parts, min_parts)
 
 
 def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Optional[float] = None,
@@ -116,11 +121,10 @@ def _sparse_prefill(entry: "_eager.Entry", q: Tensor, kv: Tensor, indices: Tenso
                     topk_length: Optional[Tensor], attn_sink: Optional[Tensor], d_v: int,
                     stream: Optional[torch.cuda.Stream]) -> Tuple[Tensor, Tensor, Tensor]:
     """sparse_prefill, with errors named for `entry` (the public function the caller used)."""
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
+    softmax_scale = softmax_scale_arg(entry.name, q, softmax_scale)
+    d_v = d_v_arg(entry.name, d_v)
     try:
         with _stream_context(stream):
-            return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale),
-                                                    int(d_v))
+            return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale), d_v)
     except (ValueError, NotImplementedError) as error:
         raise _eager.public_error(error, entry) from None

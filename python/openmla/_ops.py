@@ -21,10 +21,7 @@ from torch import Tensor
 
 from openmla import _C
 from openmla._plans import run_config
-from openmla._tensors import on_device, ref, ref_or_none, stream_handle
-
-_CPU_INFO = _C.DeviceInfo()
-_NO_OPTIONS = _C.PlanOptions()
+from openmla._tensors import check_d_v, check_devices, on_device, ref, ref_or_none, stream_handle
 
 
 def _dense_out_dtype(q_dtype: torch.dtype) -> torch.dtype:
@@ -37,6 +34,22 @@ def _leading(t: Tensor, rank: int, count: int) -> list:
     return list(t.shape[:count]) if t.dim() == rank else [1] * count
 
 
+def _check_dense_devices(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale):
+    check_devices("dense_decode", (("q", q), ("kv_cache", kv_cache), ("block_table", block_table),
+                                   ("seqlens", seqlens), ("workspace", workspace), ("q_scale", q_scale),
+                                   ("kv_scale", kv_scale)))
+
+
+def _check_sparse_devices(q, kv_cache, indices, workspace, topk_length, attn_sink):
+    check_devices("sparse_decode", (("q", q), ("kv_cache", kv_cache), ("indices", indices), ("workspace", workspace),
+                                    ("topk_length", topk_length), ("attn_sink", attn_sink)))
+
+
+def _check_prefill_devices(q, kv, indices, topk_length, attn_sink):
+    check_devices("sparse_prefill", (("q", q), ("kv", kv), ("indices", indices), ("topk_length", topk_length),
+                                     ("attn_sink", attn_sink)))
+
+
 # ---------------------------------------------------------------------------
 # Dense decode
 # ---------------------------------------------------------------------------
@@ -46,17 +59,20 @@ def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: T
                     softmax_scale: float, causal: bool, d_v: int, num_sms: int, max_parts: int,
                     min_parts: int) -> Tuple[Tensor, Tensor]:
     """out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] fp32 (natural log; +inf for an empty row)."""
-    b, s_q, h_q = _leading(q, 4, 3)
+    _check_dense_devices(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale)
+    check_d_v("dense_decode", d_v)
+    q_ref, kv_ref, table_ref = ref(q), ref(kv_cache), ref(block_table)
+    # Shapes checked (arguments named) before any output is allocated from them.
+    shape = _C.dense_decode_shape(q_ref, kv_ref, table_ref, d_v)
+    b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=_dense_out_dtype(q.dtype), device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    q_ref, kv_ref, table_ref = ref(q), ref(kv_cache), ref(block_table)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts)
     if q.device.type == "cpu":
         _C.dense_decode(q_ref, kv_ref, table_ref, ref(seqlens), ref(out), ref(lse), ref_or_none(q_scale),
-                        ref_or_none(kv_scale), softmax_scale, causal, _CPU_INFO, _NO_OPTIONS, None, 0)
+                        ref_or_none(kv_scale), softmax_scale, causal, info, options, ref_or_none(workspace), 0)
         return out, lse
-    info, options = run_config(q.device, num_sms, max_parts, min_parts)
     if workspace is None:
-        shape = _C.dense_decode_shape(q_ref, kv_ref, table_ref, d_v)
         workspace = torch.empty(_C.plan_dense_decode(shape, info, options).workspace_bytes,
                                 dtype=torch.uint8, device=q.device)
     with on_device(q.device):
@@ -69,6 +85,8 @@ def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: T
 @dense_decode_op.register_fake
 def _dense_decode_fake(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
                        d_v, num_sms, max_parts, min_parts):
+    _check_dense_devices(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale)
+    check_d_v("dense_decode", d_v)
     b, s_q, h_q = _leading(q, 4, 3)
     out = q.new_empty((b, s_q, h_q, d_v), dtype=_dense_out_dtype(q.dtype))
     lse = q.new_empty((b, h_q, s_q), dtype=torch.float32)
@@ -83,17 +101,20 @@ def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Op
                      topk_length: Optional[Tensor], attn_sink: Optional[Tensor], softmax_scale: float, d_v: int,
                      num_sms: int, max_parts: int, min_parts: int) -> Tuple[Tensor, Tensor]:
     """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32."""
-    b, s_q, h_q = _leading(q, 4, 3)
+    _check_sparse_devices(q, kv_cache, indices, workspace, topk_length, attn_sink)
+    check_d_v("sparse_decode", d_v)
+    q_ref, kv_ref, indices_ref = ref(q), ref(kv_cache), ref(indices)
+    # Shapes checked (arguments named) before any output is allocated from them.
+    shape = _C.sparse_decode_shape(q_ref, kv_ref, indices_ref, d_v)
+    b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    q_ref, kv_ref, indices_ref = ref(q), ref(kv_cache), ref(indices)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts)
     if q.device.type == "cpu":
         _C.sparse_decode(q_ref, kv_ref, indices_ref, ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
-                         ref(lse), softmax_scale, _CPU_INFO, _NO_OPTIONS, None, 0)
+                         ref(lse), softmax_scale, info, options, ref_or_none(workspace), 0)
         return out, lse
-    info, options = run_config(q.device, num_sms, max_parts, min_parts)
     if workspace is None:
-        shape = _C.sparse_decode_shape(q_ref, kv_ref, indices_ref, d_v)
         workspace = torch.empty(_C.plan_sparse_decode(shape, info, options).workspace_bytes,
                                 dtype=torch.uint8, device=q.device)
     with on_device(q.device):
@@ -105,6 +126,8 @@ def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Op
 @sparse_decode_op.register_fake
 def _sparse_decode_fake(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
                         max_parts, min_parts):
+    _check_sparse_devices(q, kv_cache, indices, workspace, topk_length, attn_sink)
+    check_d_v("sparse_decode", d_v)
     b, s_q, h_q = _leading(q, 4, 3)
     return (q.new_empty((b, s_q, h_q, d_v), dtype=torch.bfloat16),
             q.new_empty((b, h_q, s_q), dtype=torch.float32))
@@ -117,6 +140,8 @@ def _sparse_decode_fake(q, kv_cache, indices, workspace, topk_length, attn_sink,
 def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optional[Tensor],
                       attn_sink: Optional[Tensor], softmax_scale: float, d_v: int) -> Tuple[Tensor, Tensor, Tensor]:
     """out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 (-inf if empty), lse [s_q, h_q] fp32 (+inf if empty)."""
+    _check_prefill_devices(q, kv, indices, topk_length, attn_sink)
+    check_d_v("sparse_prefill", d_v)
     s_q, h_q = _leading(q, 3, 2)
     out = torch.empty((s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     max_logits = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
@@ -129,6 +154,8 @@ def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optio
 
 @sparse_prefill_op.register_fake
 def _sparse_prefill_fake(q, kv, indices, topk_length, attn_sink, softmax_scale, d_v):
+    _check_prefill_devices(q, kv, indices, topk_length, attn_sink)
+    check_d_v("sparse_prefill", d_v)
     s_q, h_q = _leading(q, 3, 2)
     return (q.new_empty((s_q, h_q, d_v), dtype=torch.bfloat16), q.new_empty((s_q, h_q), dtype=torch.float32),
             q.new_empty((s_q, h_q), dtype=torch.float32))

@@ -8,6 +8,7 @@ serve every call, and every CUDA-graph replay, with the same shapes.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Optional, Union
 
 import torch
@@ -97,6 +98,29 @@ def _dtype_enum(dtype: torch.dtype) -> "_C.DType":
             f"plan_dense_decode: argument 'dtype' is not supported: got dtype = {dtype}, "
             "expected one of {torch.bfloat16, torch.float16, torch.float8_e4m3fn}")
     return _DTYPES[dtype]
+
+
+def check_plan_type(entry: str, plan, cls) -> None:
+    """A run's plan argument is a plan of its own family."""
+    if not isinstance(plan, cls):
+        raise TypeError(f"{entry}: argument 'plan' must be a {cls.__name__}: got {type(plan).__name__}, expected a "
+                        f"{cls.__name__} (openmla.{cls.__name__}(...) or {cls.__name__}.for_tensors(...)) or None")
+
+
+def _set_sizes(entry: str, shape, **sizes) -> None:
+    """Copies int sizes into a C++ shape struct, naming one that is not an int or does not fit int32."""
+    for name, value in sizes.items():
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{entry}: argument '{name}' must be an int: got {name} = {value!r} "
+                            f"({type(value).__name__}), expected an int") from None
+        if value > 2**31 - 1:
+            raise NotImplementedError(f"{entry}: argument '{name}' is too large: got {name} = {value}, expected "
+                                      f"{name} <= 2147483647")
+        if value < -2**31:
+            raise ValueError(f"{entry}: argument '{name}' is too small: got {name} = {value}, expected {name} >= 1")
+        setattr(shape, name, value)
 
 
 class _Plan:
@@ -199,9 +223,8 @@ class DensePlan(_Plan):
                  dtype: torch.dtype = torch.bfloat16, device: DeviceLike = None, max_parts: int = 0,
                  min_parts: int = 0):
         shape = _C.DenseDecodeShape()
-        shape.batch, shape.s_q, shape.h_q, shape.h_kv = batch, s_q, h_q, h_kv
-        shape.d_qk, shape.d_v, shape.page_size = d_qk, d_v, page_size
-        shape.num_pages, shape.max_pages_per_seq = num_pages, max_pages_per_seq
+        _set_sizes("plan_dense_decode", shape, batch=batch, s_q=s_q, h_q=h_q, h_kv=h_kv, d_qk=d_qk, d_v=d_v,
+                   page_size=page_size, num_pages=num_pages, max_pages_per_seq=max_pages_per_seq)
         shape.q_dtype = shape.kv_dtype = _dtype_enum(dtype)
         shape.out_dtype = _C.DType.bf16 if dtype == torch.float8_e4m3fn else shape.q_dtype
         self._init_from_shape(shape, device, max_parts, min_parts)
@@ -222,7 +245,7 @@ class SparsePlan(_Plan):
                  page_size: int = 64, d_qk: int = _C.HEAD_DIM_QK, d_v: int = _C.HEAD_DIM_V,
                  device: DeviceLike = None, max_parts: int = 0, min_parts: int = 0):
         shape = _C.SparseDecodeShape()
-        shape.batch, shape.s_q, shape.h_q, shape.topk = batch, s_q, h_q, topk
-        shape.d_qk, shape.d_v, shape.page_size, shape.num_pages = d_qk, d_v, page_size, num_pages
+        _set_sizes("plan_sparse_decode", shape, batch=batch, s_q=s_q, h_q=h_q, topk=topk, d_qk=d_qk, d_v=d_v,
+                   page_size=page_size, num_pages=num_pages)
         self._init_from_shape(shape, device, max_parts, min_parts)
 

@@ -59,3 +59,46 @@ def on_device(device: torch.device):
     if device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device():
         return torch.cuda.device(device)
     return contextlib.nullcontext()
+
+
+def check_devices(entry: str, tensors) -> None:
+    """Every given tensor on cpu or cuda, named otherwise.
+
+    `tensors` holds (name, tensor or None) pairs. A meta tensor would route the
+    op to its fake implementation (uninitialised outputs); other devices have
+    no kernel. The C++ side then checks they all share q's device.
+    """
+    for name, t in tensors:
+        if t is not None and t.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{entry}: argument '{name}' is on an unsupported device: got {name}.device = "
+                             f"{t.device}, expected cpu or cuda")
+
+
+def default_softmax_scale(q: torch.Tensor) -> float:
+    """1 / sqrt(d_qk); 1.0 when q has no usable last dim (the C++ checks then name q or d_qk)."""
+    d_qk = q.shape[-1] if q.dim() > 0 else 0
+    return d_qk ** -0.5 if d_qk > 0 else 1.0
+
+
+def softmax_scale_arg(entry: str, q: torch.Tensor, value) -> float:
+    """The softmax_scale argument as a float (default 1 / sqrt(d_qk)); a non-number is named."""
+    if value is None:
+        return default_softmax_scale(q)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{entry}: argument 'softmax_scale' must be a number: got softmax_scale = {value!r} "
+                        f"({type(value).__name__}), expected a float") from None
+
+
+def check_d_v(entry: str, d_v) -> None:
+    """d_v before outputs are allocated from it (the C++ checks come later)."""
+    if d_v != _C.HEAD_DIM_V:
+        error = ValueError if not isinstance(d_v, int) or d_v < 1 else NotImplementedError
+        raise error(f"{entry}: argument 'd_v' is not supported: got d_v = {d_v!r}, expected d_v == {_C.HEAD_DIM_V}")
+
+
+def d_v_arg(entry: str, d_v) -> int:
+    """The d_v argument as an int, named when it is not the supported value."""
+    check_d_v(entry, d_v)
+    return int(d_v)

@@ -48,6 +48,7 @@ import torch
 import openmla
 from openmla import _eager
 from openmla._api import _sparse_prefill
+from openmla._tensors import d_v_arg, softmax_scale_arg
 
 __version__ = openmla.__version__
 
@@ -193,8 +194,17 @@ def flash_mla_with_kvcache(
         raise _unsupported("extra_indices_in_kvcache", "OpenMLA has no second KV cache")
     if extra_topk_length is not None:
         raise _unsupported("extra_topk_length", "OpenMLA has no second KV cache")
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
+    # Shapes read below, named before anything is read or allocated from them.
+    for name, tensor in (("q", q), ("k_cache", k_cache)):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
+            got = f"{name}.shape = {list(tensor.shape)}" if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise ValueError(f"{_ENTRY}: argument '{name}' has the wrong number of dimensions: got {got}, expected 4 "
+                             "dimensions")
+    if indices is not None and (not isinstance(indices, torch.Tensor) or indices.dim() != 3):
+        raise ValueError(f"{_ENTRY}: argument 'indices' has the wrong number of dimensions: expected 3 dimensions "
+                         "[batch, s_q, topk]")
+    head_dim_v = d_v_arg(_ENTRY, head_dim_v)
+    softmax_scale = softmax_scale_arg(_ENTRY, q, softmax_scale)
 
     # ---- the metadata object: filled on first use, then checked (shapes only) ----
     topk = indices.shape[-1] if indices is not None else None

@@ -57,6 +57,17 @@ cudaStream_t to_stream(uint64_t handle) {
   return reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(handle));
 }
 
+// A workspace given to a CPU run: the size the GPU run would need (its
+// 256-byte alignment matters to the kernels only; torch's CPU allocator gives 64).
+Status check_workspace_size(const char* entry, const DecodePlan& plan, size_t bytes) {
+  if (bytes >= plan.workspace.total_bytes) return Status::ok();
+  return argument_error(StatusCode::kInvalidArgument, entry, "workspace_bytes",
+                                "is smaller than the plan's workspace",
+                                show("workspace_bytes", int64_t(bytes)),
+                                "workspace_bytes >= plan.workspace.total_bytes = " +
+                                    std::to_string(plan.workspace.total_bytes));
+}
+
 // ---- decode runs ----------------------------------------------------------------------
 // On the CPU the reference runs (plan and workspace unused); on a GPU the
 // plan is rebuilt from the tensors' shapes (pure and cheap), then run().
@@ -80,15 +91,23 @@ void dense_decode(const TensorRef& q, const TensorRef& kv_cache, const TensorRef
                                 {"q_scale", q_scale},
                                 {"kv_scale", kv_scale}},
                                &device));
+  const auto plan_and_workspace = [&](DecodePlan* plan, void** base, size_t* bytes) {
+    raise_if_error(plan_dense_decode(params.shape, device_info, plan, options));
+    if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, base, bytes));
+  };
+  DecodePlan plan;
+  void* base = nullptr;
+  size_t bytes = 0;
   if (device == kCpuDevice) {
+    // The reference needs no workspace, but one given must fit the GPU run's plan.
+    if (workspace != nullptr) {
+      plan_and_workspace(&plan, &base, &bytes);
+      raise_if_error(check_workspace_size(kEntry, plan, bytes));
+    }
     run_released([&] { return reference_dense_decode(params); });
     return;
   }
-  DecodePlan plan;
-  raise_if_error(plan_dense_decode(params.shape, device_info, &plan, options));
-  void* base = nullptr;
-  size_t bytes = 0;
-  if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, &base, &bytes));
+  plan_and_workspace(&plan, &base, &bytes);
   run_released([&] { return dense_decode_run(params, plan, base, bytes, to_stream(stream)); });
 }
 
@@ -110,15 +129,23 @@ void sparse_decode(const TensorRef& q, const TensorRef& kv_cache, const TensorRe
                                 {"out", &out},
                                 {"lse", &lse}},
                                &device));
+  const auto plan_and_workspace = [&](DecodePlan* plan, void** base, size_t* bytes) {
+    raise_if_error(plan_sparse_decode(params.shape, device_info, plan, options));
+    if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, base, bytes));
+  };
+  DecodePlan plan;
+  void* base = nullptr;
+  size_t bytes = 0;
   if (device == kCpuDevice) {
+    // The reference needs no workspace, but one given must fit the GPU run's plan.
+    if (workspace != nullptr) {
+      plan_and_workspace(&plan, &base, &bytes);
+      raise_if_error(check_workspace_size(kEntry, plan, bytes));
+    }
     run_released([&] { return reference_sparse_decode(params); });
     return;
   }
-  DecodePlan plan;
-  raise_if_error(plan_sparse_decode(params.shape, device_info, &plan, options));
-  void* base = nullptr;
-  size_t bytes = 0;
-  if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, device, &base, &bytes));
+  plan_and_workspace(&plan, &base, &bytes);
   run_released([&] { return sparse_decode_run(params, plan, base, bytes, to_stream(stream)); });
 }
 
@@ -160,26 +187,10 @@ DecodePlan plan_sparse(const SparseDecodeShape& shape, const DeviceInfo& device,
   return plan;
 }
 
-// A plan object handed to a run must be the one its tensors call for.
+// A plan object handed to a run must be the one its tensors call for; the
+// message names the first field that differs.
 void check_plan_matches(const std::string& entry, const DecodePlan& given, const DecodePlan& expected) {
-  const auto fields = [](const DecodePlan& p) {
-    return "num_items = " + std::to_string(p.num_items) +
-           ", rows_per_item = " + std::to_string(p.rows_per_item) +
-           ", num_q_groups = " + std::to_string(p.num_q_groups) +
-           ", max_length = " + std::to_string(p.lengths.max_length) +
-           ", num_parts = " + std::to_string(p.num_parts) + ", d_v = " + std::to_string(p.d_v);
-  };
-  if (given.num_items == expected.num_items && given.rows_per_item == expected.rows_per_item &&
-      given.num_q_groups == expected.num_q_groups &&
-      given.lengths.max_length == expected.lengths.max_length && given.num_parts == expected.num_parts &&
-      given.d_v == expected.d_v && given.kernel == expected.kernel &&
-      given.cluster_size == expected.cluster_size &&
-      given.workspace.total_bytes == expected.workspace.total_bytes) {
-    return;
-  }
-  raise_if_error(Status::invalid_argument(entry + ": argument 'plan' was made for other shapes: got " +
-                                          fields(given) + ", expected " + fields(expected) +
-                                          " (make the plan from the same shapes as the tensors)"));
+  raise_if_error(compare_decode_plans(entry.c_str(), given, expected));
 }
 
 DeviceInfo device_info_of(int device) {
@@ -333,6 +344,8 @@ NB_MODULE(_C, m) {
         DenseDecodeShape shape;
         raise_if_error(
             openmla::python::dense_decode_shape("dense_decode", q, kv_cache, block_table, d_v, &shape));
+        // Checked here, before the op allocates outputs from these sizes.
+        raise_if_error(dense_decode_check_shape(shape, "dense_decode"));
         return shape;
       },
       "q"_a, "kv_cache"_a, "block_table"_a, "d_v"_a);
@@ -342,6 +355,8 @@ NB_MODULE(_C, m) {
         SparseDecodeShape shape;
         raise_if_error(
             openmla::python::sparse_decode_shape("sparse_decode", q, kv_cache, indices, d_v, &shape));
+        // Checked here, before the op allocates outputs from these sizes.
+        raise_if_error(sparse_decode_check_shape(shape, "sparse_decode"));
         return shape;
       },
       "q"_a, "kv_cache"_a, "indices"_a, "d_v"_a);

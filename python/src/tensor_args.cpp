@@ -336,6 +336,13 @@ Status sparse_prefill_params(const char* entry, const SparsePrefillTensors& t, f
   OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "kv", kv, {-1, 1, q.sizes[2]}, "([s_kv, 1, d_qk of q])"));
   OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "indices", indices, {q.sizes[0], 1, -1}, "([s_q, 1, topk])"));
   OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "out", out, {q.sizes[0], q.sizes[1], -1}, "([s_q, h_q, d_v])"));
+  // Empty sizes first: the outputs made from them would be blamed otherwise.
+  for (const auto& [name, size] : {std::pair<const char*, int64_t>{"s_q", q.sizes[0]},
+                                   std::pair<const char*, int64_t>{"h_q", q.sizes[1]}}) {
+    if (size < 1) {
+      return argument_error(kInvalid, entry, name, "is too small", show(name, size), std::string(name) + " >= 1");
+    }
+  }
   for (const auto& [name, ref] : {std::pair<const char*, const TensorRef*>{"max_logits", t.max_logits},
                                   std::pair<const char*, const TensorRef*>{"lse", t.lse}}) {
     OPENMLA_RETURN_IF_ERROR(check_rank(entry, name, *ref, 2, "[s_q, h_q]"));
@@ -386,6 +393,11 @@ Status sparse_prefill_params(const char* entry, const SparsePrefillTensors& t, f
 // ---------------------------------------------------------------------------
 Status workspace_bytes(const char* entry, const TensorRef& workspace, int device, void** base,
                        size_t* bytes) {
+  if (workspace.dtype != "uint8" && workspace.dtype != "int32") {
+    return argument_error(kUnsupported, entry, "workspace", "has an unsupported dtype",
+                          attr("workspace", "dtype") + " = " + workspace.dtype,
+                          "uint8 (plan.alloc_workspace()) or int32 (flash_mla.get_mla_metadata())");
+  }
   if (workspace.device != device) {
     return argument_error(kInvalid, entry, "workspace", "is on another device",
                           attr("workspace", "device") + " = " + device_name(workspace.device),

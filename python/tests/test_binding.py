@@ -102,7 +102,7 @@ def test_plan_mismatch_names_plan():
     x = make_dense_inputs([10, 20], h_q=16, page_size=16)
     plan = openmla.DensePlan(batch=3, h_q=16, page_size=16, num_pages=x.kv_cache.shape[0],
                              max_pages_per_seq=x.block_table.shape[1], device="cpu")
-    with pytest.raises(ValueError, match=r"dense_decode: argument 'plan' was made for other shapes: got num_items = 3"):
+    with pytest.raises(ValueError, match=r"dense_decode: argument 'plan' was not made by plan_dense_decode for these shapes: got plan.num_items = 3"):
         openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=plan)
     ok = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table)
     openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=ok)

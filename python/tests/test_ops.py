@@ -59,7 +59,8 @@ def test_fake_sparse_shapes():
 def test_opcheck_dense():
     x = make_dense_inputs([0, 9, 40], s_q=2, h_q=8, page_size=16)
     torch.library.opcheck(torch.ops.openmla.dense_decode.default, _dense_args(x))
-    torch.library.opcheck(torch.ops.openmla.dense_decode.default, _dense_args(x, workspace=torch.empty(64, dtype=torch.uint8)))
+    workspace = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table).alloc_workspace()
+    torch.library.opcheck(torch.ops.openmla.dense_decode.default, _dense_args(x, workspace=workspace))
 
 
 def test_opcheck_sparse():

@@ -25,6 +25,14 @@ Status sparse_prefill_can_implement(const SparsePrefillParams& params) {
   return detail::check_sparse_prefill_gpu(kEntry, params);
 }
 
+Status dense_decode_check_shape(const DenseDecodeShape& shape, const char* entry) {
+  return detail::validate_dense_decode_shape(entry, shape);
+}
+
+Status sparse_decode_check_shape(const SparseDecodeShape& shape, const char* entry) {
+  return detail::validate_sparse_decode_shape(entry, shape);
+}
+
 Status combine_can_implement(const CombineParams& params) {
   return detail::validate_combine("combine_can_implement", params);
 }

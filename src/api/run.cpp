@@ -14,6 +14,7 @@
 #include "kernels/sm90/decode_dense/launch.h"
 #include "kernels/sm90/decode_sparse_fp8/launch.h"
 #include "openmla/openmla.h"
+#include "plan/plan_identity.h"
 
 namespace openmla {
 namespace {

@@ -16,7 +16,10 @@ int32_t length_of(const ItemLengths& lengths, int32_t item) {
   return int32_t(length);
 }
 
-int32_t blocks_of(int32_t length) { return length == 0 ? 1 : (length + kKvBlockTokens - 1) / kKvBlockTokens; }
+// NOTE: 64-bit: length + 63 overflows int32 for lengths near INT32_MAX.
+int32_t blocks_of(int32_t length) {
+  return length == 0 ? 1 : int32_t((int64_t(length) + kKvBlockTokens - 1) / kKvBlockTokens);
+}
 
 Status fail(const std::string& what) { return Status::internal("check_plan: " + what); }
 

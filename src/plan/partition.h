@@ -141,7 +141,9 @@ OPENMLA_HOST_DEVICE int32_t nearest_item_start(const int64_t* prefix, int32_t nu
 
 // Parts that get work: small calls use fewer (see kMinPartCostBlocks).
 OPENMLA_HOST_DEVICE int32_t active_parts(int64_t total_cost, int32_t num_parts, int32_t min_part_cost) {
-  const int64_t wanted = total_cost / min_part_cost;
+  // A plan's min_part_cost is >= 1 (build_schedule_host and run check it); a
+  // hand-made 0 must not divide by zero here.
+  const int64_t wanted = total_cost / (min_part_cost < 1 ? 1 : min_part_cost);
   return wanted < 1 ? 1 : (wanted < num_parts ? int32_t(wanted) : num_parts);
 }
 

@@ -6,6 +6,7 @@
 
 #include "validate/validate.h"
 #include "plan/partition.h"
+#include "plan/plan_identity.h"
 
 namespace openmla {
 namespace {
@@ -50,6 +51,8 @@ int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptio
 }
 
 void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& options) {
+  plan->device = device;
+  plan->options = options;
   plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
   // Forcing parts (tests of the split path) also lets every part take work.
@@ -147,6 +150,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
 
   DecodePlan result;
+  result.family = PlanFamily::kDenseDecode;
   result.num_items = shape.batch;
   result.q_tokens_per_item = shape.s_q;
   result.rows_per_item = shape.s_q * shape.h_q;
@@ -157,6 +161,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   const int cluster_split = choose_cluster_split(result, dense_rows_per_kv_head(shape), device, options);
   result.cluster_size = cluster_split > 1 ? cluster_split : 1;
   result.kernel = choose_dense_kernel(shape, result.cluster_size);
+  result.fingerprint = decode_plan_fingerprint(result);
   *plan = result;
   return Status::ok();
 }
@@ -170,6 +175,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
 
   DecodePlan result;
+  result.family = PlanFamily::kSparseDecode;
   // One item per (request, query token): each token has its own index list.
   result.num_items = shape.batch * shape.s_q;
   result.q_tokens_per_item = 1;
@@ -180,6 +186,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
   finish_plan(&result, device, options);
   result.kernel = choose_sparse_kernel(shape);
+  result.fingerprint = decode_plan_fingerprint(result);
   *plan = result;
   return Status::ok();
 }
@@ -190,6 +197,14 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
     return Status::invalid_argument("build_schedule_host: argument 'plan' is not planned: got num_items = " +
                                     std::to_string(plan.num_items) + ", num_parts = " +
                                     std::to_string(plan.num_parts) + ", expected both >= 1");
+  }
+  // A hand-made plan must not divide by zero or overflow the packed slot prefix.
+  if (plan.min_part_cost < 1 || plan.num_parts > kMaxParts) {
+    return Status::invalid_argument(
+        "build_schedule_host: argument 'plan' has fields no planner makes: got min_part_cost = " +
+        std::to_string(plan.min_part_cost) + ", num_parts = " + std::to_string(plan.num_parts) +
+        ", expected min_part_cost >= 1 and num_parts <= " + std::to_string(kMaxParts) +
+        " (a plan from plan_dense_decode / plan_sparse_decode)");
   }
   if (lengths.items_per_length < 1) {
     return Status::invalid_argument("build_schedule_host: argument 'lengths.items_per_length' must be >= 1: got " +

@@ -69,7 +69,7 @@ Status check_split_plan(const char* entry, const DecodePlan& plan, int num_items
 
 // max(1, ceil(length / kKvBlockTokens)).
 inline int32_t num_kv_blocks(int32_t length) {
-  return length <= 0 ? 1 : (length + kKvBlockTokens - 1) / kKvBlockTokens;
+  return length <= 0 ? 1 : int32_t((int64_t(length) + kKvBlockTokens - 1) / kKvBlockTokens);  // no int overflow
 }
 
 }  // namespace openmla::reference_detail

@@ -1,6 +1,7 @@
 // CPU reference for the split-KV combine: merges the partial pieces of every
 // split item (one CombineEntry each) into the final O and LSE.
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,13 +23,15 @@ Status reference_combine(const CombineParams& params) {
   for (int e = 0; e < params.num_entries; ++e) {
     const CombineEntry& entry = params.entries[e];
     if (entry.num_pieces < 2) continue;
+    // NOTE: 64-bit sum: first_slot + num_pieces may overflow int.
     if (entry.item < 0 || entry.item >= num_items || entry.first_slot < 0 ||
-        entry.first_slot + entry.num_pieces > params.num_slots) {
+        int64_t(entry.first_slot) + int64_t(entry.num_pieces) > int64_t(params.num_slots)) {
       return Status::invalid_argument(
-          std::string(kEntry) + ": argument 'entries[" + std::to_string(e) + "]' = {item " +
-          std::to_string(entry.item) + ", first_slot " + std::to_string(entry.first_slot) + ", num_pieces " +
-          std::to_string(entry.num_pieces) + "} must name an item in [0, " + std::to_string(num_items) +
-          ") and slots in [0, " + std::to_string(params.num_slots) + ")");
+          std::string(kEntry) + ": argument 'entries[" + std::to_string(e) + "]' names an item or slots out of " +
+          "range: got {item " + std::to_string(entry.item) + ", first_slot " + std::to_string(entry.first_slot) +
+          ", num_pieces " + std::to_string(entry.num_pieces) + "}, expected 0 <= item < " +
+          std::to_string(num_items) + " and 0 <= first_slot, first_slot + num_pieces <= num_slots = " +
+          std::to_string(params.num_slots));
     }
   }
 

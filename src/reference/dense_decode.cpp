@@ -100,7 +100,9 @@ DenseRowEmit dense_final_emit(const DenseDecodeParams& params, int b) {
 Status check_block_table(const char* entry, const DenseDecodeParams& params) {
   const DenseDecodeShape& shape = params.shape;
   for (int b = 0; b < shape.batch; ++b) {
-    const int32_t pages_used = (dense_length(params, b) + shape.page_size - 1) / shape.page_size;
+    // NOTE: 64-bit: length + page_size - 1 may exceed INT32_MAX.
+    const int32_t pages_used =
+        int32_t((int64_t(dense_length(params, b)) + shape.page_size - 1) / shape.page_size);
     const int32_t* table_row = params.block_table + b * params.block_table_stride_b;  // [max_pages_per_seq]
     for (int32_t j = 0; j < pages_used; ++j) {
       if (table_row[j] < 0 || table_row[j] >= shape.num_pages) {
@@ -119,6 +121,7 @@ Status check_block_table(const char* entry, const DenseDecodeParams& params) {
 
 Status reference_dense_decode(const DenseDecodeParams& params) {
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode("reference_dense_decode", params));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode_scale_values("reference_dense_decode", params));
   OPENMLA_RETURN_IF_ERROR(check_block_table("reference_dense_decode", params));
   for (int b = 0; b < params.shape.batch; ++b) {
     attend_dense_request(params, b, 0, dense_length(params, b), dense_final_emit(params, b));
@@ -130,6 +133,7 @@ Status reference_dense_decode_split(const DenseDecodeParams& params, const Decod
                                     const HostSchedule& schedule, float* partial_o, float* partial_lse) {
   constexpr const char* kEntry = "reference_dense_decode_split";
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode(kEntry, params));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode_scale_values(kEntry, params));
   OPENMLA_RETURN_IF_ERROR(check_block_table(kEntry, params));
   const DenseDecodeShape& shape = params.shape;
   // Dense items are requests; rows inside an item are (s, h), head fastest.

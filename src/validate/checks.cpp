@@ -1,11 +1,13 @@
 // Shared checks for argument validation; see checks.h.
 #include "validate/checks.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <vector>
 
 namespace openmla {
 
@@ -114,6 +116,12 @@ Status check_softmax_scale(const char* entry, float softmax_scale) {
       show_float("softmax_scale", static_cast<double>(softmax_scale)), "0 < softmax_scale < inf");
 }
 
+Status check_dequant_scale(const char* entry, std::string_view name, float scale) {
+  if (std::isfinite(scale) && scale > 0.0f) return Status::ok();
+  return argument_error(StatusCode::kInvalidArgument, entry, name, "must be finite and positive",
+                        show_float(name, static_cast<double>(scale)), "0 < " + std::string(name) + " < inf");
+}
+
 bool mul_fits_int64(int64_t a, int64_t b, int64_t* product) {
   if (a < 0 || b < 0) return false;
   if (a != 0 && b > kInt64Max / a) return false;
@@ -144,6 +152,29 @@ Status check_pointer(const char* entry, std::string_view name, const void* point
 }
 
 // ---- strided tensors -------------------------------------------------------------
+namespace {
+
+// No two elements alias in some order of the dimensions: the contiguous row
+// innermost, then the dimensions of extent > 1 by increasing stride, each
+// stride at least the span of everything inside it. The kernels address every
+// dimension through its own stride, so any such order is valid.
+bool non_overlapping_in_some_order(const TensorLayout& layout, std::initializer_list<StridedDim> dims) {
+  std::vector<StridedDim> used;
+  for (const StridedDim& d : dims) {
+    if (d.extent > 1) used.push_back(d);
+  }
+  std::sort(used.begin(), used.end(), [](const StridedDim& a, const StridedDim& b) { return a.stride < b.stride; });
+  int64_t span = layout.inner_extent;  // one past the largest offset inside the current slice
+  for (const StridedDim& d : used) {
+    int64_t reach = 0;
+    if (d.stride < span || !mul_fits_int64(d.extent - 1, d.stride, &reach) || reach > kInt64Max - span) return false;
+    span += reach;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status check_layout(const char* entry, const TensorLayout& layout,
                     std::initializer_list<StridedDim> dims) {
   for (const StridedDim& d : dims) {
@@ -159,7 +190,10 @@ Status check_layout(const char* entry, const TensorLayout& layout,
   const int64_t stride_quantum =
       static_cast<int64_t>(kVectorBytes) / std::gcd(static_cast<int64_t>(kVectorBytes), elem);
 
-  // `span` bounds the elements one slice at the current level covers.
+  // `span` bounds the elements one slice at the current level covers, in the
+  // declared (row-major) order; an overlap in that order is only an error
+  // when no other order of the dimensions avoids it either.
+  const bool reorderable = non_overlapping_in_some_order(layout, dims);
   int64_t span = layout.inner_extent;
   std::string span_expr = layout.inner_name;
   bool innermost = true;
@@ -168,11 +202,12 @@ Status check_layout(const char* entry, const TensorLayout& layout,
     innermost = false;
     if (!used) continue;
 
-    if (d.stride < span) {
+    if (d.stride < span && !reorderable) {
       return argument_error(
           StatusCode::kInvalidArgument, entry, d.stride_name,
           "is too small, so elements would overlap", show(d.stride_name, d.stride),
-          std::string(d.stride_name) + " >= " + span_expr + " = " + std::to_string(span));
+          std::string(d.stride_name) + " >= " + span_expr + " = " + std::to_string(span) +
+              " (or any order of " + layout.tensor + "'s dimensions in which no two elements overlap)");
     }
     if (layout.strides_16_bytes && d.stride % stride_quantum != 0) {
       return argument_error(
@@ -191,7 +226,7 @@ Status check_layout(const char* entry, const TensorLayout& layout,
           std::string(d.extent_name) + " * " + d.stride_name +
               (elem == 1 ? std::string() : " * " + std::to_string(elem)) + " <= INT64_MAX bytes");
     }
-    span = next;
+    span = std::max(span, next);
     span_expr = std::string(d.extent_name) + " * " + d.stride_name;
   }
   return Status::ok();

@@ -52,6 +52,9 @@ Status check_one_of(const char* entry, std::string_view name, int64_t value,
 // Finite and > 0.
 Status check_softmax_scale(const char* entry, float softmax_scale);
 
+// An FP8 dequant scale: finite and > 0.
+Status check_dequant_scale(const char* entry, std::string_view name, float scale);
+
 // a * b with overflow detection; both must be >= 0.
 bool mul_fits_int64(int64_t a, int64_t b, int64_t* product);
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "validate/checks.h"
 
@@ -41,6 +42,16 @@ Status check_token_space(const char* entry, int64_t num_pages, int64_t page_size
                         "addresses more tokens than int32 indexing allows",
                         show("num_pages", num_pages) + ", " + show("page_size", page_size),
                         "num_pages * page_size <= 2147483647");
+}
+
+// Dense decode reads a request's tokens as int32 positions
+// (block_table column * page_size + offset).
+Status check_request_capacity(const char* entry, int64_t max_pages_per_seq, int64_t page_size) {
+  if (max_pages_per_seq * page_size <= kInt32Max) return Status::ok();  // both <= INT32_MAX: no overflow
+  return argument_error(kUnsupported, entry, "max_pages_per_seq",
+                        "addresses more tokens per request than int32 indexing allows",
+                        show("max_pages_per_seq", max_pages_per_seq) + ", " + show("page_size", page_size),
+                        "max_pages_per_seq * page_size <= 2147483647");
 }
 
 Status check_head_dims(const char* entry, int d_qk, int d_v) {
@@ -83,6 +94,7 @@ Status validate_dense_decode_shape(const char* entry, const DenseDecodeShape& s)
   OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "num_pages", s.num_pages, 1));
   OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "max_pages_per_seq", s.max_pages_per_seq, 1));
   OPENMLA_RETURN_IF_ERROR(check_token_space(entry, s.num_pages, s.page_size));
+  OPENMLA_RETURN_IF_ERROR(check_request_capacity(entry, s.max_pages_per_seq, s.page_size));
 
   // ---- dtypes: bf16/fp16 end to end, or fp8 in with bf16 out ----
   if (s.q_dtype != DType::kBF16 && s.q_dtype != DType::kFP16 && s.q_dtype != DType::kFP8E4M3) {
@@ -157,6 +169,15 @@ Status validate_dense_decode(const char* entry, const DenseDecodeParams& p) {
   if (fp8) {
     OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "q_scale", p.q_scale, kScalarAlignment));
     OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "kv_scale", p.kv_scale, kScalarAlignment));
+  } else {
+    // A scale with bf16/fp16 inputs would be ignored: refuse it instead.
+    for (const auto& [name, scale] : {std::pair<const char*, const float*>{"q_scale", p.q_scale},
+                                      std::pair<const char*, const float*>{"kv_scale", p.kv_scale}}) {
+      if (scale == nullptr) continue;
+      return argument_error(kInvalid, entry, name, "is given for non-fp8 inputs, which take no scale",
+                            show_pointer(name, scale) + ", " + show("q_dtype", dtype_name(s.q_dtype)),
+                            std::string(name) + " = null (scales apply to fp8_e4m3 inputs only)");
+    }
   }
 
   // ---- strides ----
@@ -173,6 +194,12 @@ Status validate_dense_decode(const char* entry, const DenseDecodeParams& p) {
   OPENMLA_RETURN_IF_ERROR(check_decode_outputs(entry, p, dtype_size(s.out_dtype)));
 
   return check_softmax_scale(entry, p.softmax_scale);
+}
+
+Status validate_dense_decode_scale_values(const char* entry, const DenseDecodeParams& p) {
+  if (p.shape.q_dtype != DType::kFP8E4M3) return Status::ok();
+  OPENMLA_RETURN_IF_ERROR(check_dequant_scale(entry, "q_scale", *p.q_scale));
+  return check_dequant_scale(entry, "kv_scale", *p.kv_scale);
 }
 
 // ---------------------------------------------------------------------------

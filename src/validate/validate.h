@@ -19,6 +19,9 @@ Status validate_device_info(const char* entry, const DeviceInfo& device);
 
 Status validate_dense_decode_shape(const char* entry, const DenseDecodeShape& shape);
 Status validate_dense_decode(const char* entry, const DenseDecodeParams& params);
+// FP8 dequant scales finite and > 0. Reads *q_scale and *kv_scale, so only for
+// host pointers (the CPU reference); call after validate_dense_decode.
+Status validate_dense_decode_scale_values(const char* entry, const DenseDecodeParams& params);
 
 Status validate_sparse_decode_shape(const char* entry, const SparseDecodeShape& shape);
 Status validate_sparse_decode(const char* entry, const SparseDecodeParams& params);

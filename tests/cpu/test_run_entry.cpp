@@ -41,5 +41,35 @@ TEST(DenseDecodeRunEntry, Fp8IsRefusedBeforeAnyLaunch) {
   EXPECT_NE(status.message().find("argument 'kv_dtype' has no GPU kernel"), std::string::npos) << status.message();
 }
 
+// A plan is re-made from the params' shape and compared field by field, so a
+// tampered or foreign plan never reaches a launch.
+TEST(DenseDecodeRunEntry, TamperedPlanIsRefusedBeforeAnyLaunch) {
+  test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(test::DenseDecodeConfig{}, 4);
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(inputs.shape, DeviceInfo{}, &plan).is_ok());
+  plan.num_parts = 100000;
+  void* workspace = std::aligned_alloc(kWorkspaceAlignment, plan.workspace.total_bytes);
+  const Status status = dense_decode_run(inputs.params(), plan, workspace, plan.workspace.total_bytes, nullptr);
+  std::free(workspace);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("dense_decode_run: argument 'plan' was not made by plan_dense_decode for these "
+                                  "shapes: got plan.num_parts = 100000"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST(SparseDecodeRunEntry, DensePlanIsRefusedBeforeAnyLaunch) {
+  test::SparseDecodeInputs inputs = test::make_sparse_decode_inputs(test::SparseDecodeConfig{}, 5);
+  test::DenseDecodeInputs dense = test::make_dense_decode_inputs(test::DenseDecodeConfig{}, 5);
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(dense.shape, DeviceInfo{}, &plan).is_ok());
+  void* workspace = std::aligned_alloc(kWorkspaceAlignment, plan.workspace.total_bytes);
+  const Status status = sparse_decode_run(inputs.params(), plan, workspace, plan.workspace.total_bytes, nullptr);
+  std::free(workspace);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("sparse_decode_run: argument 'plan' was made for dense_decode"), std::string::npos)
+      << status.message();
+}
+
 }  // namespace
 }  // namespace openmla

@@ -50,7 +50,7 @@ namespace openmla::kernels::decode_dense {
 // wait for the previous grid, like every input.
 __device__ __forceinline__ PartWork cluster_piece(const KernelParams& params, int item, int rank) {
   const int length = min(max(params.seqlens[item], 0), params.max_length);
-  const int num_blocks = max(1, (length + BLOCK_N - 1) / BLOCK_N);
+  const int num_blocks = max(1, (length - 1) / BLOCK_N + 1);  // no overflow at INT32_MAX
   PartWork piece{};
   piece.begin_item = item;
   piece.end_item = item;

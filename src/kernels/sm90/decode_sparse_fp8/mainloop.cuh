@@ -56,7 +56,7 @@ __device__ __forceinline__ void cursor_enter(BlockCursor& cursor, const KernelPa
                                              const PartWork& part, int item) {
   for (; item <= part.end_item; ++item) {
     const int length = item_length(params, item);
-    const int num_blocks = max(1, (length + BLOCK_N - 1) / BLOCK_N);
+    const int num_blocks = max(1, (length - 1) / BLOCK_N + 1);  // no overflow at INT32_MAX
     const int begin = part_item_begin_block(part, item);
     const int end = item == part.end_item ? part.end_block : num_blocks;
     if (begin < end) {  // always true for a valid schedule; guards the walk all roles share

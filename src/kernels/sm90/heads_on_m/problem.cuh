@@ -52,7 +52,8 @@ struct ItemBlocks {
 __device__ __forceinline__ ItemBlocks item_blocks_of_length(const PartWork& part, int item, int length) {
   ItemBlocks r;
   r.length = length;
-  const int num_blocks = max(1, (r.length + BLOCK_N - 1) / BLOCK_N);
+  // NOTE: (length - 1) / BLOCK_N + 1, not (length + BLOCK_N - 1) / BLOCK_N: lengths reach INT32_MAX.
+  const int num_blocks = max(1, (r.length - 1) / BLOCK_N + 1);
   r.begin_block = part_item_begin_block(part, item);
   r.end_block = item == part.end_item ? part.end_block : num_blocks;
   r.partial = part_item_is_partial(part, item);
