@@ -6,6 +6,7 @@
 #include "validate/validate.h"
 
 #include <cstdint>
+#include <string>
 #include <limits>
 #include <utility>
 
@@ -34,24 +35,24 @@ constexpr int64_t kMaxTopk = 16384;
 constexpr size_t kTileAlignment = 16;   // 16-byte vector and TMA loads
 constexpr size_t kScalarAlignment = 4;  // int32 / fp32 arrays
 
-// The token index space (page * page_size + offset) is int32 in the kernels
-// and, for sparse decode, in the indices themselves.
-Status check_token_space(const char* entry, int64_t num_pages, int64_t page_size) {
-  if (num_pages * page_size <= kInt32Max) return Status::ok();  // both <= INT32_MAX: no overflow
-  return argument_error(kUnsupported, entry, "num_pages",
-                        "addresses more tokens than int32 indexing allows",
-                        show("num_pages", num_pages) + ", " + show("page_size", page_size),
-                        "num_pages * page_size <= 2147483647");
+// `count` pages of `page_size` tokens must fit int32 token positions: the
+// kernels index tokens as int32 (page * page_size + offset for the whole cache,
+// and for sparse decode the indices themselves; block_table column * page_size
+// + offset within a dense request).
+Status check_int32_tokens(const char* entry, const char* name, int64_t count, int64_t page_size, const char* what) {
+  if (count * page_size <= kInt32Max) return Status::ok();  // both <= INT32_MAX: no overflow
+  return argument_error(kUnsupported, entry, name, what, show(name, count) + ", " + show("page_size", page_size),
+                        std::string(name) + " * page_size <= 2147483647");
 }
 
-// Dense decode reads a request's tokens as int32 positions
-// (block_table column * page_size + offset).
+Status check_token_space(const char* entry, int64_t num_pages, int64_t page_size) {
+  return check_int32_tokens(entry, "num_pages", num_pages, page_size,
+                            "addresses more tokens than int32 indexing allows");
+}
+
 Status check_request_capacity(const char* entry, int64_t max_pages_per_seq, int64_t page_size) {
-  if (max_pages_per_seq * page_size <= kInt32Max) return Status::ok();  // both <= INT32_MAX: no overflow
-  return argument_error(kUnsupported, entry, "max_pages_per_seq",
-                        "addresses more tokens per request than int32 indexing allows",
-                        show("max_pages_per_seq", max_pages_per_seq) + ", " + show("page_size", page_size),
-                        "max_pages_per_seq * page_size <= 2147483647");
+  return check_int32_tokens(entry, "max_pages_per_seq", max_pages_per_seq, page_size,
+                            "addresses more tokens per request than int32 indexing allows");
 }
 
 Status check_head_dims(const char* entry, int d_qk, int d_v) {
