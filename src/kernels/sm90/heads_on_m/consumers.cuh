@@ -154,6 +154,9 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
     // Both warpgroups' last products are done: Q and the stages become the merge buffer.
+    // NOTE: bar.sync is warp-aligned; reconverge the lanes that took lane-0 branches first
+    // (compute-sanitizer synccheck flagged divergent threads at this barrier).
+    __syncwarp();
     common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
     Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
     if (lane % 4 == 0) {
@@ -228,6 +231,7 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
   }
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
+    __syncwarp();  // bar.sync is warp-aligned (see the softmax warpgroup)
     common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
     Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, HEAD_DIM_V_HALF, lane);
   }
