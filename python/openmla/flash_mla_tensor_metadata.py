@@ -38,9 +38,9 @@ FlashMLA's own split accumulators are.
 
 Differences that only widen what works: the tensors stay valid when the lengths
 change (the schedule is rebuilt on every call and every graph replay); the
-contents may be anything. Dense FP8 runs on CPU tensors (the C++ reference)
-only until OpenMLA's dense FP8 kernel exists; on CUDA tensors it raises
-NotImplementedError.
+contents may be anything (the shape stays [num_sm_parts, 8]: another is named).
+Dense FP8 runs on CPU tensors (the C++ reference) only until OpenMLA's dense FP8
+kernel exists; on CUDA tensors it raises NotImplementedError.
 """
 
 from __future__ import annotations
