@@ -121,7 +121,7 @@ def dense_case(b, h_q, s_k, device, calls, repeats, sync, stub):
     args = (q, kv, table, lens, workspace, None, None, scale, False, D_V, plan.num_sms, plan.max_parts,
             plan.min_parts)
     rows[". key + lookup"] = host_us(lambda: _eager._dense_calls.get(_eager.dense_key(*args)), calls, repeats, sync)
-    call, dev, index, out_shape, out_dtype, lse_shape = _eager._dense_calls[_eager.dense_key(*args)]
+    call, dev, index, out_shape, out_dtype, lse_shape = _eager._dense_calls[_eager.dense_key(*args)][:6]
     rows[". outputs (2x torch.empty)"] = host_us(
         lambda: (torch.empty(out_shape, dtype=out_dtype, device=dev),
                  torch.empty(lse_shape, dtype=torch.float32, device=dev)), calls, repeats, sync)
@@ -172,7 +172,7 @@ def sparse_case(b, h_q, topk, device, calls, repeats, sync, stub):
     args = (q, cache, indices, workspace, None, None, scale, D_V, plan.num_sms, plan.max_parts, plan.min_parts)
     rows[". key + lookup"] = host_us(lambda: _eager._sparse_calls.get(_eager.sparse_key(*args)), calls, repeats,
                                      sync)
-    call, dev, index, out_shape, lse_shape = _eager._sparse_calls[_eager.sparse_key(*args)]
+    call, dev, index, out_shape, lse_shape = _eager._sparse_calls[_eager.sparse_key(*args)][:5]
     rows[". outputs (2x torch.empty)"] = host_us(
         lambda: (torch.empty(out_shape, dtype=torch.bfloat16, device=dev),
                  torch.empty(lse_shape, dtype=torch.float32, device=dev)), calls, repeats, sync)

@@ -121,8 +121,8 @@ def _sparse_prefill(entry: "_eager.Entry", q: Tensor, kv: Tensor, indices: Tenso
                     topk_length: Optional[Tensor], attn_sink: Optional[Tensor], d_v: int,
                     stream: Optional[torch.cuda.Stream]) -> Tuple[Tensor, Tensor, Tensor]:
     """sparse_prefill, with errors named for `entry` (the public function the caller used)."""
-    softmax_scale = softmax_scale_arg(entry.name, q, softmax_scale)
-    d_v = d_v_arg(entry.name, d_v)
+    softmax_scale = softmax_scale_arg(entry.name, q, softmax_scale, entry.public("softmax_scale"))
+    d_v = d_v_arg(entry.name, d_v, entry.public("d_v"))
     try:
         with _stream_context(stream):
             return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale), d_v)

@@ -10,9 +10,15 @@ as the op), and later calls only look it up and run it with new addresses.
 
 The key holds everything the preparation read: sizes, strides, dtype and
 device of every tensor (None for an absent optional one), the workspace's
-contiguity and device, softmax_scale, causal, d_v and the plan options. Values
-(sequence lengths, indices) are never read on the host, so they are not in the
-key. Per call the host work is: the key, one dict lookup, the outputs (the only
+contiguity, device and dtype, softmax_scale, causal, d_v and the plan options.
+Devices are torch.device objects, not indices: a meta tensor's index (-1) is the
+CPU's, and a meta tensor must never reuse a CPU call. Values (sequence lengths,
+indices) are never read on the host, so they are not in the key. The
+preparation checks what the custom op checks (issue 28): every tensor's device,
+d_v, the shapes before any output is allocated from them, and a workspace given
+to a CPU run (which the reference does not read) as the GPU run would; the
+workspace's size is checked on every call (by the run on a GPU, here on the
+CPU). Per call the host work is: the key, one dict lookup, the outputs (the only
 allocations, plus a workspace when the caller passes none), and one binding call
 that patches the addresses into the prepared params and launches.
 
@@ -29,7 +35,7 @@ from torch import Tensor
 
 from openmla import _C
 from openmla._plans import run_config
-from openmla._tensors import ref, ref_or_none
+from openmla._tensors import check_d_v, check_devices, ref, ref_or_none
 
 # Prepared calls, per family. Cleared when they grow past _MAX_CALLS (an engine
 # makes a few dozen distinct shapes; a runaway loop over shapes must not leak).
@@ -39,6 +45,8 @@ _sparse_calls: dict = {}
 
 _FLOAT32 = torch.float32
 _UINT8 = torch.uint8
+# What the C++ run accepts as a workspace (tensor_args.cpp, workspace_bytes).
+_WORKSPACE_DTYPES = (torch.uint8, torch.int32)
 
 
 def applies(q: Tensor) -> bool:
@@ -156,41 +164,93 @@ def _held_workspace(call, device: torch.device, index: int, holder: object, slot
 
 
 # ---------------------------------------------------------------------------
+# Checks a preparation makes before the C++ ones (the custom op makes the same)
+# ---------------------------------------------------------------------------
+def _check_are_tensors(entry: Entry, required: tuple, optional: tuple) -> None:
+    """Names the first argument that is not a tensor (called only when the key could not be read)."""
+    for arguments, expected in ((required, "a torch.Tensor"), (optional, "a torch.Tensor or None")):
+        for name, value in arguments:
+            if not isinstance(value, Tensor) and (value is not None or arguments is required):
+                name = entry.public(name)
+                raise TypeError(f"{entry.name}: argument '{name}' must be a tensor: got {name} of type "
+                                f"{type(value).__name__}, expected {expected}")
+
+
+def _check_tensors(entry: Entry, tensors: tuple, d_v) -> None:
+    """Every tensor on cpu or cuda (a meta tensor has no data to read), and d_v, named as the caller names them."""
+    check_devices(entry.name, tuple((entry.public(name), t) for name, t in tensors))
+    check_d_v(entry.name, d_v, entry.public("d_v"))
+
+
+def _cpu_workspace_bytes(entry: Entry, workspace: Tensor, q: Tensor, plan) -> int:
+    """plan's workspace size, after checking a workspace given to a CPU run as a GPU run checks it.
+
+    The reference reads no workspace, but one given must be one the GPU run would take (dtype, device,
+    contiguity here; its size on every call, against the returned byte count).
+    """
+    name = entry.public("workspace")
+    if workspace.dtype not in _WORKSPACE_DTYPES:
+        raise NotImplementedError(f"{entry.name}: argument '{name}' has an unsupported dtype: got {name}.dtype = "
+                                  f"{str(workspace.dtype).removeprefix('torch.')}, expected uint8 "
+                                  "(plan.alloc_workspace()) or int32")
+    if workspace.device != q.device:
+        raise ValueError(f"{entry.name}: argument '{name}' is on another device: got {name}.device = "
+                         f"{workspace.device}, expected {q.device} (the device of {entry.public('q')})")
+    if not workspace.is_contiguous():
+        raise ValueError(f"{entry.name}: argument '{name}' is not contiguous: got {name}.stride() = "
+                         f"{list(workspace.stride())}, expected a contiguous tensor")
+    return plan.workspace_bytes
+
+
+def _workspace_too_small(entry: Entry, workspace: Tensor, required: int) -> ValueError:
+    """The C++ run's message for a short workspace (a CPU run checks it here)."""
+    return ValueError(f"{entry.name}: argument 'workspace_bytes' is smaller than the plan's workspace: got "
+                      f"workspace_bytes = {workspace.nbytes}, expected workspace_bytes >= "
+                      f"plan.workspace.total_bytes = {required}")
+
+
+# ---------------------------------------------------------------------------
 # Dense decode
 # ---------------------------------------------------------------------------
 def _optional_key(t: Optional[Tensor]):
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
 
 
 def dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v, num_sms,
               max_parts, min_parts) -> tuple:
     """Everything a dense preparation reads (see the module docstring)."""
-    return (q.shape, q.stride(), q.dtype, q.get_device(),
-            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
-            block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device(),
-            seqlens.shape, seqlens.stride(), seqlens.dtype, seqlens.get_device(),
+    return (q.shape, q.stride(), q.dtype, q.device,
+            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.device,
+            block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
+            seqlens.shape, seqlens.stride(), seqlens.dtype, seqlens.device,
             _optional_key(q_scale), _optional_key(kv_scale),
-            None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
+            None if workspace is None else (workspace.is_contiguous(), workspace.device, workspace.dtype),
             softmax_scale, causal, d_v, num_sms, max_parts, min_parts)
 
 
 def _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
                    d_v, num_sms, max_parts, min_parts, entry: Entry):
-    b, s_q, h_q = q.shape[:3] if q.dim() == 4 else (1, 1, 1)
+    _check_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("block_table", block_table), ("seqlens", seqlens),
+                           ("workspace", workspace), ("q_scale", q_scale), ("kv_scale", kv_scale)), d_v)
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     device = q.device
-    out = torch.empty((b, s_q, h_q, d_v), dtype=out_dtype, device=device)
-    lse = torch.empty((b, h_q, s_q), dtype=_FLOAT32, device=device)
     info, options = run_config(device, num_sms, max_parts, min_parts)
     try:
+        # Shapes checked (arguments named) before any output is allocated from them.
+        shape = _C.dense_decode_shape(ref(q), ref(kv_cache), ref(block_table), d_v)
+        b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
+        out = torch.empty((b, s_q, h_q, d_v), dtype=out_dtype, device=device)
+        lse = torch.empty((b, h_q, s_q), dtype=_FLOAT32, device=device)
         call = _C.prepare_dense_decode(ref(q), ref(kv_cache), ref(block_table), ref(seqlens), ref(out), ref(lse),
                                        ref_or_none(q_scale), ref_or_none(kv_scale), softmax_scale, causal, info,
                                        options, ref_or_none(workspace))
+        cpu_plan = _C.plan_dense_decode(shape, info, options) if call.device < 0 and workspace is not None else None
     except (ValueError, NotImplementedError) as error:
         raise public_error(error, entry) from None
+    cpu_workspace_bytes = 0 if cpu_plan is None else _cpu_workspace_bytes(entry, workspace, q, cpu_plan)
     if len(_dense_calls) >= _MAX_CALLS:
         _dense_calls.clear()
-    prepared = (call, device, call.device, (b, s_q, h_q, d_v), out_dtype, (b, h_q, s_q))
+    prepared = (call, device, call.device, (b, s_q, h_q, d_v), out_dtype, (b, h_q, s_q), cpu_workspace_bytes)
     _dense_calls[key] = prepared
     return prepared
 
@@ -204,17 +264,26 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     With workspace None, `holder.<slot>` (when given) keeps the workspace from call to call; else one is
     allocated for this call.
     """
-    key = dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v,
-                    num_sms, max_parts, min_parts)
+    try:
+        key = dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v,
+                        num_sms, max_parts, min_parts)
+    except AttributeError:
+        _check_are_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("block_table", block_table),
+                                   ("seqlens", seqlens)),
+                           (("workspace", workspace), ("q_scale", q_scale), ("kv_scale", kv_scale)))
+        raise
     prepared = _dense_calls.get(key)
     if prepared is None:
         prepared = _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
                                   softmax_scale, causal, d_v, num_sms, max_parts, min_parts, entry)
-    call, device, index, out_shape, out_dtype, lse_shape = prepared
+    call, device, index, out_shape, out_dtype, lse_shape, cpu_workspace_bytes = prepared
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
     lse = torch.empty(lse_shape, dtype=_FLOAT32, device=device)
-    if workspace is None and index >= 0:
-        workspace = _held_workspace(call, device, index, holder, slot)
+    if workspace is None:
+        if index >= 0:
+            workspace = _held_workspace(call, device, index, holder, slot)
+    elif index < 0 and workspace.nbytes < cpu_workspace_bytes:
+        raise _workspace_too_small(entry, workspace, cpu_workspace_bytes)
     switch = _launch_on(index)
     try:
         if switch is not None:
@@ -242,30 +311,36 @@ def _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_sc
 def sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms, max_parts,
                min_parts) -> tuple:
     """Everything a sparse preparation reads (see the module docstring)."""
-    return (q.shape, q.stride(), q.dtype, q.get_device(),
-            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.get_device(),
-            indices.shape, indices.stride(), indices.dtype, indices.get_device(),
+    return (q.shape, q.stride(), q.dtype, q.device,
+            kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.device,
+            indices.shape, indices.stride(), indices.dtype, indices.device,
             _optional_key(topk_length), _optional_key(attn_sink),
-            None if workspace is None else (workspace.is_contiguous(), workspace.get_device()),
+            None if workspace is None else (workspace.is_contiguous(), workspace.device, workspace.dtype),
             softmax_scale, d_v, num_sms, max_parts, min_parts)
 
 
 def _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
                     max_parts, min_parts, entry: Entry):
-    b, s_q, h_q = q.shape[:3] if q.dim() == 4 else (1, 1, 1)
+    _check_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("indices", indices), ("workspace", workspace),
+                           ("topk_length", topk_length), ("attn_sink", attn_sink)), d_v)
     device = q.device
-    out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=device)
-    lse = torch.empty((b, h_q, s_q), dtype=_FLOAT32, device=device)
     info, options = run_config(device, num_sms, max_parts, min_parts)
     try:
+        # Shapes checked (arguments named) before any output is allocated from them.
+        shape = _C.sparse_decode_shape(ref(q), ref(kv_cache), ref(indices), d_v)
+        b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
+        out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=device)
+        lse = torch.empty((b, h_q, s_q), dtype=_FLOAT32, device=device)
         call = _C.prepare_sparse_decode(ref(q), ref(kv_cache), ref(indices), ref_or_none(topk_length),
                                         ref_or_none(attn_sink), ref(out), ref(lse), softmax_scale, info, options,
                                         ref_or_none(workspace))
+        cpu_plan = _C.plan_sparse_decode(shape, info, options) if call.device < 0 and workspace is not None else None
     except (ValueError, NotImplementedError) as error:
         raise public_error(error, entry) from None
+    cpu_workspace_bytes = 0 if cpu_plan is None else _cpu_workspace_bytes(entry, workspace, q, cpu_plan)
     if len(_sparse_calls) >= _MAX_CALLS:
         _sparse_calls.clear()
-    prepared = (call, device, call.device, (b, s_q, h_q, d_v), (b, h_q, s_q))
+    prepared = (call, device, call.device, (b, s_q, h_q, d_v), (b, h_q, s_q), cpu_workspace_bytes)
     _sparse_calls[key] = prepared
     return prepared
 
@@ -275,17 +350,25 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optio
                   num_sms: int, max_parts: int, min_parts: int, stream: Optional[torch.cuda.Stream] = None,
                   entry: Entry = SPARSE, holder: object = None, slot: str = ""):
     """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32, without the dispatcher."""
-    key = sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms, max_parts,
-                     min_parts)
+    try:
+        key = sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
+                         max_parts, min_parts)
+    except AttributeError:
+        _check_are_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("indices", indices)),
+                           (("workspace", workspace), ("topk_length", topk_length), ("attn_sink", attn_sink)))
+        raise
     prepared = _sparse_calls.get(key)
     if prepared is None:
         prepared = _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v,
                                    num_sms, max_parts, min_parts, entry)
-    call, device, index, out_shape, lse_shape = prepared
+    call, device, index, out_shape, lse_shape, cpu_workspace_bytes = prepared
     out = torch.empty(out_shape, dtype=torch.bfloat16, device=device)
     lse = torch.empty(lse_shape, dtype=_FLOAT32, device=device)
-    if workspace is None and index >= 0:
-        workspace = _held_workspace(call, device, index, holder, slot)
+    if workspace is None:
+        if index >= 0:
+            workspace = _held_workspace(call, device, index, holder, slot)
+    elif index < 0 and workspace.nbytes < cpu_workspace_bytes:
+        raise _workspace_too_small(entry, workspace, cpu_workspace_bytes)
     switch = _launch_on(index)
     try:
         if switch is not None:

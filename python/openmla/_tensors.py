@@ -80,25 +80,36 @@ def default_softmax_scale(q: torch.Tensor) -> float:
     return d_qk ** -0.5 if d_qk > 0 else 1.0
 
 
-def softmax_scale_arg(entry: str, q: torch.Tensor, value) -> float:
-    """The softmax_scale argument as a float (default 1 / sqrt(d_qk)); a non-number is named."""
+def softmax_scale_arg(entry: str, q: torch.Tensor, value, name: str = "softmax_scale") -> float:
+    """The softmax_scale argument as a float (default 1 / sqrt(d_qk)); a non-number is named.
+
+    `name` is the caller's name for the argument (sm_scale in FlashMLA's prefill).
+    """
     if value is None:
         return default_softmax_scale(q)
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise TypeError(f"{entry}: argument 'softmax_scale' must be a number: got softmax_scale = {value!r} "
+        raise TypeError(f"{entry}: argument '{name}' must be a number: got {name} = {value!r} "
                         f"({type(value).__name__}), expected a float") from None
 
 
-def check_d_v(entry: str, d_v) -> None:
-    """d_v before outputs are allocated from it (the C++ checks come later)."""
+def check_sm_scale(entry: str, sm_scale) -> None:
+    """FlashMLA's flash_mla_sparse_fwd has no default scale: None is named rather than replaced."""
+    if sm_scale is None:
+        raise ValueError(f"{entry}: argument 'sm_scale' is missing: got sm_scale = None, expected a float "
+                         "(FlashMLA's sparse prefill has no default scale; 1 / sqrt(d_qk) is the usual one)")
+
+
+def check_d_v(entry: str, d_v, name: str = "d_v") -> None:
+    """d_v before outputs are allocated from it (the C++ checks come later); `name` is the caller's (head_dim_v)."""
     if d_v != _C.HEAD_DIM_V:
         error = ValueError if not isinstance(d_v, int) or d_v < 1 else NotImplementedError
-        raise error(f"{entry}: argument 'd_v' is not supported: got d_v = {d_v!r}, expected d_v == {_C.HEAD_DIM_V}")
+        raise error(f"{entry}: argument '{name}' is not supported: got {name} = {d_v!r}, expected "
+                    f"{name} == {_C.HEAD_DIM_V}")
 
 
-def d_v_arg(entry: str, d_v) -> int:
-    """The d_v argument as an int, named when it is not the supported value."""
-    check_d_v(entry, d_v)
+def d_v_arg(entry: str, d_v, name: str = "d_v") -> int:
+    """The d_v argument as an int, named (as the caller calls it) when it is not the supported value."""
+    check_d_v(entry, d_v, name)
     return int(d_v)

@@ -48,7 +48,7 @@ import torch
 import openmla
 from openmla import _eager
 from openmla._api import _sparse_prefill
-from openmla._tensors import d_v_arg, softmax_scale_arg
+from openmla._tensors import check_sm_scale, d_v_arg, softmax_scale_arg
 
 __version__ = openmla.__version__
 
@@ -146,9 +146,9 @@ def _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvca
                              "attention (indices = None)")
     if is_fp8_kvcache:
         raise NotImplementedError(
-            f"{_ENTRY}: argument 'is_fp8_kvcache' is not supported without indices: got True, expected False "
-            "(dense FP8 needs descale factors, which this API lacks: use "
-            "openmla.flash_mla_tensor_metadata.flash_mla_with_kvcache_fp8)")
+            f"{_ENTRY}: argument 'is_fp8_kvcache' is not supported without indices: got is_fp8_kvcache = True "
+            f"with k_cache.dtype = {k_cache.dtype}, expected False (dense FP8 needs descale factors, which this API "
+            "lacks: use openmla.flash_mla_tensor_metadata.flash_mla_with_kvcache_fp8)")
 
 
 def flash_mla_with_kvcache(
@@ -203,7 +203,7 @@ def flash_mla_with_kvcache(
     if indices is not None and (not isinstance(indices, torch.Tensor) or indices.dim() != 3):
         raise ValueError(f"{_ENTRY}: argument 'indices' has the wrong number of dimensions: expected 3 dimensions "
                          "[batch, s_q, topk]")
-    head_dim_v = d_v_arg(_ENTRY, head_dim_v)
+    head_dim_v = d_v_arg(_ENTRY, head_dim_v, "head_dim_v")
     softmax_scale = softmax_scale_arg(_ENTRY, q, softmax_scale)
 
     # ---- the metadata object: filled on first use, then checked (shapes only) ----
@@ -276,8 +276,9 @@ def flash_mla_sparse_fwd(
 
     Returns (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32, lse [s_q, h_q] fp32).
     CUDA tensors raise NotImplementedError until the sparse prefill kernel exists;
-    CPU tensors run the C++ reference.
+    CPU tensors run the C++ reference. sm_scale is required (FlashMLA has no default).
     """
+    check_sm_scale(_PREFILL.name, sm_scale)
     return _sparse_prefill(_PREFILL, q, kv, indices, sm_scale, topk_length, attn_sink, d_v, None)
 
 

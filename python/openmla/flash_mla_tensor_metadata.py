@@ -38,14 +38,15 @@ FlashMLA's own split accumulators are.
 
 Differences that only widen what works: the tensors stay valid when the lengths
 change (the schedule is rebuilt on every call and every graph replay); the
-contents may be anything. Dense FP8 runs on CPU tensors (the C++ reference)
-only until OpenMLA's dense FP8 kernel exists; on CUDA tensors it raises
-NotImplementedError.
+contents may be anything (the shape stays [num_sm_parts, 8]: another is named).
+Dense FP8 runs on CPU tensors (the C++ reference) only until OpenMLA's dense FP8
+kernel exists; on CUDA tensors it raises NotImplementedError.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Optional, Tuple
 
 import torch
@@ -54,6 +55,7 @@ import openmla
 from openmla import _eager
 from openmla._api import _sparse_prefill
 from openmla._plans import device_info
+from openmla._tensors import check_devices, check_sm_scale, d_v_arg, softmax_scale_arg
 
 __version__ = openmla.__version__
 
@@ -96,13 +98,24 @@ def _num_sm_parts(device: torch.device, rows_per_head_k: int, h_k: int) -> int:
 def _metadata(entry: str, cache_seqlens: torch.Tensor, num_q_tokens_per_head_k: int, num_heads_k: int,
               num_heads_q: Optional[int], is_fp8_kvcache: bool, topk: Optional[int]) -> Tuple[torch.Tensor,
                                                                                               torch.Tensor]:
-    if not isinstance(cache_seqlens, torch.Tensor) or cache_seqlens.dim() != 1:
-        got = f"shape {tuple(cache_seqlens.shape)}" if isinstance(cache_seqlens, torch.Tensor) else \
-            type(cache_seqlens).__name__
-        raise ValueError(f"{entry}: argument 'cache_seqlens' must be a 1-D tensor: got {got}, expected [batch]")
-    for name, value in (("num_q_tokens_per_head_k", num_q_tokens_per_head_k), ("num_heads_k", num_heads_k)):
-        if int(value) < 1:
-            raise ValueError(f"{entry}: argument '{name}' must be positive: got {value}, expected >= 1")
+    if not isinstance(cache_seqlens, torch.Tensor):
+        raise TypeError(f"{entry}: argument 'cache_seqlens' must be a tensor: got cache_seqlens of type "
+                        f"{type(cache_seqlens).__name__}, expected a torch.Tensor [batch] int32")
+    if cache_seqlens.dim() != 1:
+        raise ValueError(f"{entry}: argument 'cache_seqlens' has the wrong number of dimensions: got "
+                         f"cache_seqlens.shape = {list(cache_seqlens.shape)}, expected 1 dimension [batch]")
+    check_devices(entry, (("cache_seqlens", cache_seqlens),))
+    for name, value in (("num_q_tokens_per_head_k", num_q_tokens_per_head_k), ("num_heads_k", num_heads_k),
+                        ("num_heads_q", num_heads_q)):
+        if value is None and name == "num_heads_q":
+            continue
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{entry}: argument '{name}' must be an int: got {name} = {value!r} "
+                            f"({type(value).__name__}), expected an int") from None
+        if value < 1:
+            raise ValueError(f"{entry}: argument '{name}' is too small: got {name} = {value}, expected {name} >= 1")
     if topk is not None and num_heads_q is None:
         raise ValueError(f"{entry}: argument 'num_heads_q' is missing: got None, expected the number of query "
                          "heads when topk is given (sparse attention)")
@@ -157,7 +170,12 @@ def get_mla_decoding_metadata_dense_fp8(
 # ---------------------------------------------------------------------------
 # Decode
 # ---------------------------------------------------------------------------
-def _check_metadata(entry: str, tile_scheduler_metadata, num_splits) -> None:
+def _check_metadata(entry: str, tile_scheduler_metadata, num_splits) -> int:
+    """max_parts for the run: 1 (no split) for a [1, 8] tile_scheduler_metadata, else 0 (the planner decides).
+
+    The contents are never read, but the shape is FlashMLA's [num_sm_parts, 8]: anything else is not what
+    get_mla_metadata() made, so it is named instead of being taken for a workspace or ignored.
+    """
     if not isinstance(tile_scheduler_metadata, torch.Tensor):
         raise TypeError(f"{entry}: argument 'tile_scheduler_metadata' has an unsupported type: got "
                         f"{type(tile_scheduler_metadata).__name__}, expected the int32 tensor of get_mla_metadata() "
@@ -165,6 +183,14 @@ def _check_metadata(entry: str, tile_scheduler_metadata, num_splits) -> None:
     if num_splits is not None and not isinstance(num_splits, torch.Tensor):
         raise TypeError(f"{entry}: argument 'num_splits' has an unsupported type: got {type(num_splits).__name__}, "
                         "expected the int32 tensor of get_mla_metadata()")
+    shape = tile_scheduler_metadata.shape
+    if len(shape) != 2 or shape[1] != TILE_SCHEDULER_METADATA_SIZE or shape[0] < 1:
+        raise ValueError(f"{entry}: argument 'tile_scheduler_metadata' has the wrong shape: got "
+                         f"tile_scheduler_metadata.shape = {list(shape)}, expected [num_sm_parts, "
+                         f"{TILE_SCHEDULER_METADATA_SIZE}] (from get_mla_metadata())")
+    # A [1, 8] metadata (FlashMLA's count when it would not split, or a caller's, as vLLM's batch-invariant
+    # mode makes) means no split; any other count leaves the planner free.
+    return 1 if shape[0] == 1 else 0
 
 
 def _entries(name: str) -> Tuple[_eager.Entry, _eager.Entry]:
@@ -180,12 +206,10 @@ _WITH_KVCACHE_FP8 = _entries("flash_mla_with_kvcache_fp8")
 def _decode(entries: Tuple[_eager.Entry, _eager.Entry], q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
             num_splits, softmax_scale, causal, descale_q, descale_k, is_fp8_kvcache, indices):
     name = entries[0].name
-    _check_metadata(name, tile_scheduler_metadata, num_splits)
-    # A [1, 8] metadata (FlashMLA's count when it would not split, or a caller's, as vLLM's batch-invariant
-    # mode makes) means no split; any other count leaves the planner free.
-    max_parts = 1 if tile_scheduler_metadata.dim() == 2 and tile_scheduler_metadata.shape[0] == 1 else 0
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** -0.5
+    max_parts = _check_metadata(name, tile_scheduler_metadata, num_splits)
+    # The defaults and d_v named before anything is read from q or allocated (q's rank: the C++ checks).
+    softmax_scale = softmax_scale_arg(name, q, softmax_scale)
+    head_dim_v = d_v_arg(name, head_dim_v, "head_dim_v")
     eager = _eager.applies(q)
     if indices is not None:
         # ---- sparse decode over the 656-byte FP8 cache ----
@@ -218,6 +242,11 @@ def _decode(entries: Tuple[_eager.Entry, _eager.Entry], q, k_cache, block_table,
     if descale_q is not None and q.dtype != torch.float8_e4m3fn:
         raise ValueError(f"{name}: argument 'descale_q' is for FP8 inputs: got a tensor with q.dtype = {q.dtype}, "
                          "expected None (or q in torch.float8_e4m3fn)")
+    if is_fp8_kvcache and k_cache.dtype not in (torch.uint8, torch.float8_e4m3fn):
+        # The cache's dtype decides what runs: the flag would be silently ignored.
+        raise ValueError(f"{name}: argument 'is_fp8_kvcache' does not match k_cache: got is_fp8_kvcache = True "
+                         f"with k_cache.dtype = {k_cache.dtype}, expected an FP8 cache (float8_e4m3fn or uint8) "
+                         "or is_fp8_kvcache = False")
     if k_cache.dtype == torch.uint8 and (is_fp8_kvcache or descale_k is not None):
         k_cache = k_cache.view(torch.float8_e4m3fn)
     if eager:
@@ -283,5 +312,7 @@ def flash_mla_sparse_fwd(
     """Sparse prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
 
     Returns (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32, lse [s_q, h_q] fp32).
+    sm_scale is required (FlashMLA has no default).
     """
+    check_sm_scale(_PREFILL.name, sm_scale)
     return _sparse_prefill(_PREFILL, q, kv, indices, sm_scale, None, None, d_v, None)

@@ -185,8 +185,9 @@ def metadata_case(r: random.Random):
 
     def call(a):
         a = dict(a)
-        return flash_mla.get_mla_metadata(a.pop("cache_seqlens"), a.pop("num_q_tokens_per_head_k"),
-                                          a.pop("num_heads_k"))
+        # The tensor form reads these (openmla.flash_mla's get_mla_metadata ignores its arguments).
+        return flash_mla_tensor_metadata.get_mla_metadata(a.pop("cache_seqlens"), a.pop("num_q_tokens_per_head_k"),
+                                                          a.pop("num_heads_k"))
     return args, muts, call
 
 

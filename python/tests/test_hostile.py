@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import openmla
-from openmla import flash_mla
+from openmla import flash_mla, flash_mla_tensor_metadata
 from mla_reference import (TOKEN_BYTES, assert_attention_close, default_scale, dense_decode_ref, make_dense_inputs,
                            quantize_sparse_tokens, random_indices)
 
@@ -56,8 +56,16 @@ def test_cpu_workspace_of_the_right_plan_runs():
 
 
 def test_one_element_metadata_raises():
+    # Metadata tensors are the older form's (openmla.flash_mla takes get_mla_metadata()'s object); their
+    # contents are not read, but one that get_mla_metadata() did not make is named, not run with.
     x = _dense()
-    with pytest.raises(ValueError, match=r"argument 'workspace_bytes' is smaller than the plan's"):
+    _, num_splits = flash_mla_tensor_metadata.get_mla_metadata(x.seqlens, 16, 1)
+    with pytest.raises(ValueError, match=r"flash_mla_with_kvcache: argument 'tile_scheduler_metadata' has the "
+                                         r"wrong shape: got tile_scheduler_metadata.shape = \[1\]"):
+        flash_mla_tensor_metadata.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512,
+                                                         torch.empty(1, dtype=torch.int32), num_splits)
+    with pytest.raises(TypeError, match=r"flash_mla_with_kvcache: argument 'tile_scheduler_metadata' has an "
+                                        r"unsupported type: got Tensor"):
         flash_mla.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512,
                                          torch.empty(1, dtype=torch.int32))
 
@@ -84,6 +92,50 @@ def test_sparse_meta_tensor_raises(name):
     args[name] = args[name].to("meta")
     with pytest.raises(ValueError, match=rf"sparse_decode: argument '{name}' is on an unsupported device"):
         openmla.sparse_decode(args.pop("q"), args.pop("kv_cache"), args.pop("indices"), **args)
+
+
+def test_meta_tensor_after_a_cpu_call_of_the_same_shapes_raises():
+    # The eager path keys prepared calls by device: a meta tensor (index -1, as the CPU's) must not reuse the
+    # CPU call, whose reference would read its missing data.
+    x = _dense()
+    openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens)
+    with pytest.raises(ValueError, match=r"dense_decode: argument 'kv_cache' is on an unsupported device"):
+        openmla.dense_decode(x.q, x.kv_cache.to("meta"), x.block_table, x.seqlens)
+    q, cache, indices = _sparse()
+    openmla.sparse_decode(q, cache, indices)
+    with pytest.raises(ValueError, match=r"sparse_decode: argument 'indices' is on an unsupported device"):
+        openmla.sparse_decode(q, cache, indices.to("meta"))
+
+
+def test_cpu_workspace_checked_on_every_call():
+    # A prepared call is reused for every workspace of the same dtype and layout; the size is checked each time.
+    x = _dense()
+    plan = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table)
+    openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, workspace=plan.alloc_workspace())
+    with pytest.raises(ValueError, match=r"dense_decode: argument 'workspace_bytes' is smaller than the plan's"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens,
+                             workspace=torch.empty(plan.workspace_bytes - 1, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"dense_decode: argument 'workspace' is not contiguous"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens,
+                             workspace=torch.empty(2 * plan.workspace_bytes, dtype=torch.uint8)[::2])
+    q, cache, indices = _sparse()
+    sparse = openmla.SparsePlan.for_tensors(q, cache, indices)
+    with pytest.raises(NotImplementedError, match=r"sparse_decode: argument 'workspace' has an unsupported dtype"):
+        openmla.sparse_decode(q, cache, indices, workspace=torch.empty(sparse.workspace_bytes, dtype=torch.float32))
+    with pytest.raises(ValueError, match=r"sparse_decode: argument 'workspace_bytes' is smaller than the plan's"):
+        openmla.sparse_decode(q, cache, indices, workspace=torch.empty(8, dtype=torch.uint8))
+
+
+def test_non_tensor_arguments_are_named():
+    x = _dense()
+    with pytest.raises(TypeError, match=r"dense_decode: argument 'seqlens' must be a tensor: got seqlens of type list"):
+        openmla.dense_decode(x.q, x.kv_cache, x.block_table, [10, 20])
+    with pytest.raises(TypeError, match=r"flash_mla_with_kvcache: argument 'cache_seqlens' must be a tensor"):
+        flash_mla.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, 7, 512, flash_mla.get_mla_metadata()[0])
+    q, cache, indices = _sparse()
+    with pytest.raises(TypeError, match=r"sparse_decode: argument 'attn_sink' must be a tensor: got attn_sink of "
+                                        r"type float, expected a torch.Tensor or None"):
+        openmla.sparse_decode(q, cache, indices, attn_sink=0.5)
 
 
 @pytest.mark.parametrize("name", ["kv", "indices", "attn_sink"])
@@ -117,14 +169,27 @@ def test_scale_with_bf16_inputs_raises(name):
 
 def test_flash_mla_fp8_flag_with_bf16_cache_raises():
     x = _dense()
-    with pytest.raises(ValueError, match=r"flash_mla_with_kvcache: argument 'is_fp8_kvcache'"):
-        flash_mla.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512, None, is_fp8_kvcache=True)
+    # FlashMLA's form has no dense FP8 (no descale arguments): the flag is refused, naming the cache's dtype.
+    with pytest.raises(NotImplementedError, match=r"flash_mla_with_kvcache: argument 'is_fp8_kvcache' is not "
+                                                  r"supported without indices: got is_fp8_kvcache = True with "
+                                                  r"k_cache.dtype = torch.bfloat16"):
+        flash_mla.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512,
+                                         flash_mla.get_mla_metadata()[0], is_fp8_kvcache=True)
+    # The tensor-metadata form has dense FP8, so the flag with a BF16 cache would be ignored: named instead.
+    metadata, num_splits = flash_mla_tensor_metadata.get_mla_metadata(x.seqlens, 16, 1)
+    with pytest.raises(ValueError, match=r"flash_mla_with_kvcache: argument 'is_fp8_kvcache' does not match "
+                                         r"k_cache"):
+        flash_mla_tensor_metadata.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512, metadata,
+                                                         num_splits, is_fp8_kvcache=True)
 
 
-def test_flash_mla_sparse_fwd_needs_sm_scale():
+@pytest.mark.parametrize("module", [flash_mla, flash_mla_tensor_metadata])
+def test_flash_mla_sparse_fwd_needs_sm_scale(module):
     q, kv, indices = _prefill()
-    with pytest.raises(ValueError, match=r"flash_mla_sparse_fwd: argument 'sm_scale'"):
-        flash_mla.flash_mla_sparse_fwd(q, kv, indices, None)
+    with pytest.raises(ValueError, match=r"flash_mla_sparse_fwd: argument 'sm_scale' is missing"):
+        module.flash_mla_sparse_fwd(q, kv, indices, None)
+    with pytest.raises(TypeError, match=r"flash_mla_sparse_fwd: argument 'sm_scale' must be a number"):
+        module.flash_mla_sparse_fwd(q, kv, indices, "abc")
 
 
 # ---------------------------------------------------------------------------
@@ -169,7 +234,9 @@ def test_huge_expanded_batch_is_refused_before_allocating():
     q = x.q.expand(2**25, -1, -1, -1)
     table = x.block_table.expand(2**25, -1)
     seqlens = x.seqlens.expand(2**25)
-    with pytest.raises(NotImplementedError, match=r"dense_decode: argument 'batch' is outside the supported range"):
+    # The C++ check names the size; the message names the caller's argument it comes from.
+    with pytest.raises(NotImplementedError,
+                       match=r"dense_decode: argument 'q' \(batch\) is outside the supported range"):
         openmla.dense_decode(q, x.kv_cache, table, seqlens)
 
 
@@ -194,28 +261,43 @@ def test_sparse_plan_topk_mismatch_shows_the_field():
 
 def test_prefill_zero_heads_names_h_q():
     q, kv, indices = _prefill()
-    with pytest.raises(ValueError, match=r"sparse_prefill: argument 'h_q'"):
+    with pytest.raises(ValueError, match=r"sparse_prefill: argument 'q' \(h_q\) is too small"):
         openmla.sparse_prefill(q[:, :0], kv, indices)
 
 
 def test_get_mla_metadata_bad_arguments_name_them():
+    # The tensor form reads its arguments (openmla.flash_mla's get_mla_metadata ignores them, as FlashMLA's does).
+    get_mla_metadata = flash_mla_tensor_metadata.get_mla_metadata
     with pytest.raises(ValueError, match=r"get_mla_metadata: argument 'cache_seqlens' has the wrong number"):
-        flash_mla.get_mla_metadata(torch.tensor(5, dtype=torch.int32), 16, 1)
+        get_mla_metadata(torch.tensor(5, dtype=torch.int32), 16, 1)
     seqlens = torch.tensor([5, 6], dtype=torch.int32)
     with pytest.raises(ValueError, match=r"get_mla_metadata: argument 'num_heads_k' is too small"):
-        flash_mla.get_mla_metadata(seqlens, 16, 0)
+        get_mla_metadata(seqlens, 16, 0)
     for rows in (0, -3):
         with pytest.raises(ValueError, match=r"get_mla_metadata: argument 'num_q_tokens_per_head_k' is too small"):
-            flash_mla.get_mla_metadata(seqlens, rows, 1)
+            get_mla_metadata(seqlens, rows, 1)
+    with pytest.raises(ValueError, match=r"get_mla_metadata: argument 'num_heads_q' is too small"):
+        get_mla_metadata(seqlens, 16, 1, num_heads_q=0, topk=64)
+    with pytest.raises(TypeError, match=r"get_mla_metadata_dense_fp8: argument 'num_heads_k' must be an int"):
+        flash_mla_tensor_metadata.get_mla_metadata_dense_fp8(seqlens, 16, "1")
 
 
-def test_flash_mla_rank2_q_or_cache_names_it():
+@pytest.mark.parametrize("rank", [0, 2])
+def test_flash_mla_rank2_q_or_cache_names_it(rank):
     x = _dense()
-    with pytest.raises(ValueError, match=r"flash_mla_with_kvcache: argument 'q' has the wrong number of dimensions"):
-        flash_mla.flash_mla_with_kvcache(x.q[0, 0], x.kv_cache, x.block_table, x.seqlens, 512, None)
-    with pytest.raises(ValueError,
-                       match=r"flash_mla_with_kvcache: argument 'k_cache' has the wrong number of dimensions"):
-        flash_mla.flash_mla_with_kvcache(x.q, x.kv_cache[0, 0], x.block_table, x.seqlens, 512, None)
+    low = (lambda t: t.flatten()[0]) if rank == 0 else (lambda t: t[0, 0])
+    metadata, num_splits = flash_mla_tensor_metadata.get_mla_metadata(x.seqlens, 16, 1)
+    calls = [lambda q, k: flash_mla.flash_mla_with_kvcache(q, k, x.block_table, x.seqlens, 512,
+                                                           flash_mla.get_mla_metadata()[0]),
+             lambda q, k: flash_mla_tensor_metadata.flash_mla_with_kvcache(q, k, x.block_table, x.seqlens, 512,
+                                                                           metadata, num_splits)]
+    for call in calls:
+        with pytest.raises(ValueError,
+                           match=r"flash_mla_with_kvcache: argument 'q' has the wrong number of dimensions"):
+            call(low(x.q), x.kv_cache)
+        with pytest.raises(ValueError,
+                           match=r"flash_mla_with_kvcache: argument 'k_cache' has the wrong number of dimensions"):
+            call(x.q, low(x.kv_cache))
 
 
 # ---------------------------------------------------------------------------
