@@ -115,6 +115,9 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_column_split_kern
       Producers<Traits>::produce_q(params, part, smem, kv_head, m_tile, thread - 32);
     }
     if (clustered) {
+      // NOTE: barrier.cluster.*.aligned wants every warp converged: reconverge
+      // after the lane-divergent producer loops.
+      __syncwarp();
       cute::cluster_sync();
       cute::cluster_sync();
     }
@@ -126,9 +129,11 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_column_split_kern
       heads_on_m::run_pv_warpgroup<Traits, DenseProblem<Traits>>(params, part, smem, q_group, thread);
     }
     if (clustered) {
+      __syncwarp();          // converged warps for the aligned cluster barrier (see the producers)
       cute::cluster_sync();  // every piece's O and LSE are in its CTA's shared memory
       ClusterMerge<Traits>::merge(params, smem, part.begin_item, rank, kv_head, m_tile,
                                   int(threadIdx.x) - kWarpgroupThreads);
+      __syncwarp();
       cute::cluster_sync();  // no CTA leaves while another still reads its shared memory
     }
   }

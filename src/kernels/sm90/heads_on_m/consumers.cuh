@@ -154,8 +154,10 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
     // Both warpgroups' last products are done: Q and the stages become the merge buffer.
-    // NOTE: bar.sync is warp-aligned; reconverge the lanes that took lane-0 branches first
-    // (compute-sanitizer synccheck flagged divergent threads at this barrier).
+    // NOTE: bar.sync is warp-aligned: reconverge the lanes that took the lane-0
+    // branches above before it (defensive; the two warpgroups reach this barrier
+    // from different code, which compute-sanitizer synccheck reports, see
+    // docs/reliability.md).
     __syncwarp();
     common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
     Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
