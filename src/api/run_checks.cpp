@@ -22,4 +22,9 @@ Status check_sparse_decode_run(const char* entry, const SparseDecodeParams& para
   return validate_workspace(entry, plan, workspace, workspace_bytes);
 }
 
+Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& params) {
+  OPENMLA_RETURN_IF_ERROR(validate_sparse_prefill(entry, params));
+  return check_sparse_prefill_gpu(entry, params);
+}
+
 }  // namespace openmla::detail

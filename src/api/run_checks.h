@@ -16,5 +16,6 @@ Status check_dense_decode_run(const char* entry, const DenseDecodeParams& params
                               const void* workspace, size_t workspace_bytes);
 Status check_sparse_decode_run(const char* entry, const SparseDecodeParams& params, const DecodePlan& plan,
                                const void* workspace, size_t workspace_bytes);
+Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& params);
 
 }  // namespace openmla::detail

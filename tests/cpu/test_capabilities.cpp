@@ -190,8 +190,7 @@ TEST(Capabilities, SparseCanImplementAgreesWithRun) {
   EXPECT_GT(refused, 10);
 }
 
-// No sparse prefill kernel yet: can_implement must say so, as run does
-// (sparse_prefill_run answers before it touches the stream).
+// No sparse prefill kernel yet: can_implement must say so, as run's checks do.
 TEST(Capabilities, SparsePrefillCanImplementAgreesWithRun) {
   const int s_q = 4, h_q = 64, topk = 128, s_kv = 300;
   Buffer q = make_buffer(size_t(s_q) * h_q * kHeadDimQK * 2), kv = make_buffer(size_t(s_kv) * kHeadDimQK * 2);
@@ -207,7 +206,7 @@ TEST(Capabilities, SparsePrefillCanImplementAgreesWithRun) {
   p.lse = static_cast<float*>(lse.get());
   p.softmax_scale = 0.04f;
   const Status can = sparse_prefill_can_implement(p);
-  const Status run = sparse_prefill_run(p, nullptr);
+  const Status run = detail::check_sparse_prefill_run("sparse_prefill_run", p);
   EXPECT_EQ(can.code(), StatusCode::kNotSupported) << can.message();
   expect_same_answer(can, run, "sparse prefill", /*names_argument=*/false);
 }
