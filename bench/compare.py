@@ -13,7 +13,8 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
 Every case also checks that the libraries agree (rel-L2 of the outputs, where both ran).
 
 usage: python3 bench/compare.py [--groups dense_long,sparse,...] [--filter TEXT] [--iters N]
-                                [--json FILE] [--plot FILE.png]
+                                [--json FILE] [--commit REV]
+Charts: python3 bench/plot.py FILE.json (a roofline and per-case bars, peers beside OpenMLA).
 speed = peer time / OpenMLA time (> 1: OpenMLA is faster).
 """
 
@@ -377,34 +378,12 @@ def summary(cases: List[Case]) -> dict:
             for g, s in groups.items()}
 
 
-def plot(cases: List[Case], path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = [(c.name, c.results["openmla"]["us"], c.results.get("flash_mla", c.results.get("vllm_fp8", {})).get("us"))
-            for c in cases if "us" in c.results.get("openmla", {})]
-    rows = [(n, o, p) for n, o, p in rows if p]
-    if not rows:
-        return
-    fig, ax = plt.subplots(figsize=(12, 0.28 * len(rows) + 1.5))
-    speeds = [p / o for _, o, p in rows]
-    ax.barh(range(len(rows)), speeds, color=["tab:green" if s >= 1 else "tab:red" for s in speeds])
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(rows)), [n for n, _, _ in rows], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("speed = peer time / OpenMLA time (> 1: OpenMLA faster)")
-    ax.set_title(f"OpenMLA vs peers, {torch.cuda.get_device_name()}, graph replay, L2 flushed")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--groups", default="dense_long,dense_short,sparse,sparse_narrow,long_query,dense_fp8,prefill")
     parser.add_argument("--filter", default="", help="only cases whose name contains this")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--json", default="")
-    parser.add_argument("--plot", default="")
     parser.add_argument("--commit", default="", help="commit to record (default: git rev-parse of the checkout)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -423,8 +402,6 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
-    if args.plot:
-        plot(cases, args.plot)
     return 0
 
 
