@@ -14,20 +14,13 @@
 #include "api/run_checks.h"
 #include "validate/validate.h"
 #include "openmla/openmla.h"
+#include "test_util/host_buffer.h"
 
 namespace openmla {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<void, FreeDeleter>;
-
-Buffer make_buffer(size_t bytes) {
-  constexpr size_t kAlignment = 256;
-  const size_t rounded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  return Buffer(std::aligned_alloc(kAlignment, rounded));
-}
+using Buffer = test::HostBuffer;
+constexpr auto make_buffer = test::make_host_buffer;
 
 // The message after "<entry>: ", so answers of two entries can be compared.
 std::string without_entry(const Status& status) {

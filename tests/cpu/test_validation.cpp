@@ -16,23 +16,14 @@
 
 #include "validate/validate.h"
 #include "openmla/openmla.h"
+#include "test_util/host_buffer.h"
 
 namespace openmla {
 namespace {
 
 // ---- host buffers and pointer helpers ------------------------------------------
-constexpr size_t kBufferAlignment = 256;
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<void, FreeDeleter>;
-
-Buffer make_buffer(size_t bytes) {
-  // aligned_alloc wants a size that is a multiple of the alignment.
-  const size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-  return Buffer(std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded));
-}
+using Buffer = test::HostBuffer;
+constexpr auto make_buffer = test::make_host_buffer;
 
 template <class T>
 T* offset_bytes(T* p, size_t bytes) {
