@@ -9,7 +9,7 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
   sparse_narrow  h_q in {8,16,32} native against FlashMLA padded to 64 heads (as vLLM pads), b in {64,128}
   long_query     b=4, h_q=128, s_k=4096, causal, s_q in {64,67,100,128,256,512,1024}
   dense_fp8      the fork's dense FP8 kernel on the dense_long/short shapes (OpenMLA: when it has the kernel)
-  prefill        sparse prefill s_q=4096, topk 2048 (FlashMLA; OpenMLA when it has the kernel)
+  prefill        sparse prefill s_q=4096, topk 2048, d_qk 576 and 512, h_q 16 (OpenMLA only), 64, 128
 Every case also checks that the libraries agree (rel-L2 of the outputs, where both ran).
 
 usage: python3 bench/compare.py [--groups dense_long,sparse,...] [--filter TEXT] [--iters N]
@@ -101,12 +101,13 @@ def sparse_inputs(b, s_q, h_q, topk=2048, num_tokens=65536, seed=0) -> dict:
                 h_q=h_q, topk=topk)
 
 
-def prefill_inputs(s_q, h_q, s_kv, topk=2048, seed=0) -> dict:
+def prefill_inputs(s_q, h_q, s_kv, topk=2048, d_qk=D_QK, seed=0) -> dict:
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    q = (torch.randn(s_q, h_q, D_QK, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
-    kv = (torch.randn(s_kv, 1, D_QK, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
+    q = (torch.randn(s_q, h_q, d_qk, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
+    kv = (torch.randn(s_kv, 1, d_qk, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
     indices = torch.rand(s_q, s_kv, generator=gen, device="cuda").topk(topk, dim=1).indices
-    return dict(q=q, kv=kv, indices=indices.to(torch.int32).view(s_q, 1, topk), s_q=s_q, h_q=h_q, topk=topk)
+    return dict(q=q, kv=kv, indices=indices.to(torch.int32).view(s_q, 1, topk), s_q=s_q, h_q=h_q, topk=topk,
+                d_qk=d_qk)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,7 +186,9 @@ def openmla_prefill(x):
 def flash_mla_prefill(x):
     if flash_mla is None:
         return None
-    return lambda: flash_mla.flash_mla_sparse_fwd(x["q"], x["kv"], x["indices"], D_QK ** -0.5)
+    if x["h_q"] not in (64, 128):  # FlashMLA's sparse prefill takes 64 or 128 heads
+        return None
+    return lambda: flash_mla.flash_mla_sparse_fwd(x["q"], x["kv"], x["indices"], x["d_qk"] ** -0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,11 +215,11 @@ def sparse_bytes(x):
 
 
 def prefill_flops(x):
-    return x["s_q"] * x["h_q"] * FLOPS_PER_KEY * x["topk"]
+    return x["s_q"] * x["h_q"] * 2 * (x["d_qk"] + D_V) * x["topk"]
 
 
 def prefill_bytes(x):
-    return x["s_q"] * x["topk"] * D_QK * 2 + x["q"].numel() * 2 + x["s_q"] * x["h_q"] * D_V * 2
+    return x["s_q"] * x["topk"] * x["d_qk"] * 2 + x["q"].numel() * 2 + x["s_q"] * x["h_q"] * D_V * 2
 
 
 def build_cases() -> List[Case]:
@@ -256,11 +259,12 @@ def build_cases() -> List[Case]:
             for s_q in (1, 2):
                 sparse("sparse_narrow", b, s_q, h_q, 64)
 
-    for s_kv, h_q in ((8192, 128), (32768, 128), (32768, 64)):
-        name = f"prefill s_q=4096 s_kv={s_kv} h_q={h_q} topk=2048"
-        runners = {"openmla": openmla_prefill, "flash_mla": flash_mla_prefill}
-        cases.append(Case("prefill", name, lambda s_kv=s_kv, h_q=h_q: prefill_inputs(4096, h_q, s_kv), runners,
-                          prefill_flops, prefill_bytes))
+    for d_qk in (D_QK, 512):
+        for s_kv, h_q in ((8192, 128), (32768, 128), (32768, 64), (32768, 16)):
+            name = f"prefill s_q=4096 s_kv={s_kv} h_q={h_q} topk=2048" + ("" if d_qk == D_QK else f" d_qk={d_qk}")
+            runners = {"openmla": openmla_prefill, "flash_mla": flash_mla_prefill}
+            cases.append(Case("prefill", name, lambda s_kv=s_kv, h_q=h_q, d_qk=d_qk: prefill_inputs(
+                4096, h_q, s_kv, d_qk=d_qk), runners, prefill_flops, prefill_bytes))
     return cases
 
 

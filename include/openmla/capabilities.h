@@ -28,7 +28,8 @@ constexpr bool dense_decode_gpu_page_size(int page_size) {
 inline constexpr bool kSparseDecodeGpu = true;
 
 // ---- sparse prefill --------------------------------------------------------------------
-// No GPU kernel yet: CPU reference only.
-inline constexpr bool kSparsePrefillGpu = false;
+// Every call the argument checks accept (h_q 1-128: the tile pads to 64 heads;
+// any topk; d_qk 576 or 512).
+inline constexpr bool kSparsePrefillGpu = true;
 
 }  // namespace openmla

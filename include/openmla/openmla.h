@@ -40,9 +40,14 @@ Status sparse_decode_check_shape(const SparseDecodeShape& shape, const char* ent
 Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
                          size_t workspace_bytes, cudaStream_t stream);
 
-// ---- sparse prefill ----
+// ---- sparse prefill (BF16 KV rows by index) ----
 Status sparse_prefill_can_implement(const SparsePrefillParams& params);
-Status sparse_prefill_run(const SparsePrefillParams& params, cudaStream_t stream);
+Status sparse_prefill_check_shape(const SparsePrefillShape& shape, const char* entry);
+// Schedules the query tokens over the SMs on the GPU (from device-resident
+// topk_length), runs the attention kernel and, when a token is split, the
+// combine. `plan` from plan_sparse_prefill; `workspace` holds plan.workspace.total_bytes.
+Status sparse_prefill_run(const SparsePrefillParams& params, const DecodePlan& plan, void* workspace,
+                          size_t workspace_bytes, cudaStream_t stream);
 
 // ---- split-KV combine (normally launched by the decode runs) ----
 Status combine_can_implement(const CombineParams& params);

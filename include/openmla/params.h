@@ -161,6 +161,11 @@ struct CombineParams {
 
   float* lse = nullptr;  // [batch, h_q, s_q]
   int64_t lse_stride_b = 0, lse_stride_h = 0;
+
+  // Sparse prefill: the row max of the scaled logits, the max over the pieces.
+  const float* partial_max = nullptr;  // [num_slots, q_tokens_per_item * h_q]; -inf = empty piece
+  float* max_logits = nullptr;         // [batch, h_q, s_q] or null (then partial_max is not read)
+  int64_t max_logits_stride_b = 0, max_logits_stride_h = 0;
 };
 
 }  // namespace openmla

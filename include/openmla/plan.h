@@ -46,6 +46,7 @@ struct WorkspaceLayout {
   WorkspaceRegion part_slots;   // int32[num_parts + 1], scheduler scratch (slot prefix)
   WorkspaceRegion partial_lse;  // float[num_slots, rows_per_item]
   WorkspaceRegion partial_o;    // float[num_slots, rows_per_item, d_v]
+  WorkspaceRegion partial_max;  // float[num_slots, rows_per_item]: sparse prefill's piece max logits; else empty
   size_t total_bytes = 0;
 };
 
@@ -80,6 +81,10 @@ enum class DecodeKernel : int32_t {
   // Sparse FP8, h_q = 128: two 64-head CTAs per part in a cluster, each
   // dequantising half of every block for both.
   kSparseHeadsOnMCtaPair = 6,
+  // Sparse prefill (BF16 KV rows gathered by index): 64 heads of one query
+  // token on M (the shared heads-on-M consumers; h_q < 64 pads the tile), one
+  // CTA per (64-head group, part).
+  kSparsePrefillHeadsOnM = 7,
 };
 
 // "dense_column_split", ... (for logs, the bench and error messages).
@@ -99,12 +104,13 @@ enum class PlanFamily : int32_t {
   kNone = 0,  // default-constructed: not made by a planner
   kDenseDecode,
   kSparseDecode,
+  kSparsePrefill,
 };
 const char* plan_family_name(PlanFamily family);
 
 struct DecodePlan {
   PlanFamily family = PlanFamily::kNone;
-  int num_items = 0;          // batch (dense) or batch * s_q (sparse)
+  int num_items = 0;          // batch (dense), batch * s_q (sparse decode) or s_q (sparse prefill)
   int q_tokens_per_item = 1;  // s_q (dense) or 1 (sparse)
   int rows_per_item = 0;      // q_tokens_per_item * h_q: query rows one item produces
   int num_q_groups = 0;       // CTAs per part: (query tiles) x (KV heads); sparse: 1, or h_q / 64 (wide kernel)
@@ -163,15 +169,27 @@ constexpr int sparse_q_groups(int h_q) {
   return h_q <= kSparseHeadsOnNMaxHeads ? 1 : h_q / kSparseHeadsOnMHeadsPerCta;
 }
 
+// Sparse prefill: 64 heads of one query token per CTA; h_q < 64 (or not a
+// multiple of 64) pads the last group's tile with rows that are never written.
+constexpr int sparse_prefill_q_groups(int h_q) {
+  return (h_q + kSparseHeadsOnMHeadsPerCta - 1) / kSparseHeadsOnMHeadsPerCta;
+}
+
 // The kernel choice, a pure function of the shape (and, for the dense cluster
 // split, of the plan's cluster size): plan_* store it in DecodePlan::kernel.
 DecodeKernel choose_dense_kernel(const DenseDecodeShape& shape, int cluster_size);
 DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape);
+DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape& shape);
 
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
                          const PlanOptions& options = {});
 Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& device,
                           DecodePlan* plan, const PlanOptions& options = {});
+// Sparse prefill: one item per query token (its own index list, topk_length
+// positions), split over SM parts like sparse decode; split tokens are merged
+// by the combine, which also takes the max of the pieces' max logits.
+Status plan_sparse_prefill(const SparsePrefillShape& shape, const DeviceInfo& device, DecodePlan* plan,
+                           const PlanOptions& options = {});
 
 // Plan identity: every *_run re-plans its params' shape with the plan's
 // recorded device and options and compares the two field by field, so a plan
@@ -181,6 +199,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
 //    got plan.num_parts = 100000, expected plan.num_parts = 66 (...)"
 Status check_dense_decode_plan(const char* entry, const DenseDecodeShape& shape, const DecodePlan& plan);
 Status check_sparse_decode_plan(const char* entry, const SparseDecodeShape& shape, const DecodePlan& plan);
+Status check_sparse_prefill_plan(const char* entry, const SparsePrefillShape& shape, const DecodePlan& plan);
 // The comparison alone (`expected` from the planner); a plan of the other
 // family reads "argument 'plan' was made for sparse_decode".
 Status compare_decode_plans(const char* entry, const DecodePlan& given, const DecodePlan& expected);

@@ -146,9 +146,14 @@ def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optio
     out = torch.empty((s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     max_logits = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
     lse = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
+    info, options = run_config(q.device, 0, 0, 0)
+    args = (ref(q), ref(kv), ref(indices), ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
+            ref(max_logits), ref(lse), softmax_scale, info, options)
+    workspace = None
+    if q.device.type != "cpu":  # every argument is checked (and named) before the workspace is sized
+        workspace = torch.empty(_C.sparse_prefill_workspace_bytes(*args), dtype=torch.uint8, device=q.device)
     with on_device(q.device):
-        _C.sparse_prefill(ref(q), ref(kv), ref(indices), ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
-                          ref(max_logits), ref(lse), softmax_scale, stream_handle(q.device))
+        _C.sparse_prefill(*args, ref_or_none(workspace), stream_handle(q.device))
     return out, max_logits, lse
 
 

@@ -149,15 +149,18 @@ void sparse_decode(const TensorRef& q, const TensorRef& kv_cache, const TensorRe
   run_released([&] { return sparse_decode_run(params, plan, base, bytes, to_stream(stream)); });
 }
 
-void sparse_prefill(const TensorRef& q, const TensorRef& kv, const TensorRef& indices,
-                    const TensorRef* topk_length, const TensorRef* attn_sink, const TensorRef& out,
-                    const TensorRef& max_logits, const TensorRef& lse, float softmax_scale, uint64_t stream) {
-  constexpr const char* kEntry = "sparse_prefill";
-  SparsePrefillTensors tensors{&q, &kv, &indices, topk_length, attn_sink, &out, &max_logits, &lse};
+// Sparse prefill's params from its tensors, and their common device.
+struct PrefillCall {
   SparsePrefillParams params;
-  raise_if_error(sparse_prefill_params(kEntry, tensors, softmax_scale, &params));
   int device = kCpuDevice;
-  raise_if_error(common_device(kEntry,
+};
+PrefillCall prefill_call(const char* entry, const TensorRef& q, const TensorRef& kv, const TensorRef& indices,
+                         const TensorRef* topk_length, const TensorRef* attn_sink, const TensorRef& out,
+                         const TensorRef& max_logits, const TensorRef& lse, float softmax_scale) {
+  SparsePrefillTensors tensors{&q, &kv, &indices, topk_length, attn_sink, &out, &max_logits, &lse};
+  PrefillCall call;
+  raise_if_error(sparse_prefill_params(entry, tensors, softmax_scale, &call.params));
+  raise_if_error(common_device(entry,
                                {{"q", &q},
                                 {"kv", &kv},
                                 {"indices", &indices},
@@ -166,12 +169,41 @@ void sparse_prefill(const TensorRef& q, const TensorRef& kv, const TensorRef& in
                                 {"out", &out},
                                 {"max_logits", &max_logits},
                                 {"lse", &lse}},
-                               &device));
-  if (device == kCpuDevice) {
-    run_released([&] { return reference_sparse_prefill(params); });
+                               &call.device));
+  return call;
+}
+
+// Bytes of workspace the GPU run of these tensors needs (0 on the CPU).
+size_t sparse_prefill_workspace_bytes(const TensorRef& q, const TensorRef& kv, const TensorRef& indices,
+                                      const TensorRef* topk_length, const TensorRef* attn_sink, const TensorRef& out,
+                                      const TensorRef& max_logits, const TensorRef& lse, float softmax_scale,
+                                      const DeviceInfo& device_info, const PlanOptions& options) {
+  const PrefillCall call =
+      prefill_call("sparse_prefill", q, kv, indices, topk_length, attn_sink, out, max_logits, lse, softmax_scale);
+  if (call.device == kCpuDevice) return 0;
+  DecodePlan plan;
+  raise_if_error(plan_sparse_prefill(call.params.shape, device_info, &plan, options));
+  return plan.workspace.total_bytes;
+}
+
+void sparse_prefill(const TensorRef& q, const TensorRef& kv, const TensorRef& indices,
+                    const TensorRef* topk_length, const TensorRef* attn_sink, const TensorRef& out,
+                    const TensorRef& max_logits, const TensorRef& lse, float softmax_scale,
+                    const DeviceInfo& device_info, const PlanOptions& options, const TensorRef* workspace,
+                    uint64_t stream) {
+  constexpr const char* kEntry = "sparse_prefill";
+  const PrefillCall call =
+      prefill_call(kEntry, q, kv, indices, topk_length, attn_sink, out, max_logits, lse, softmax_scale);
+  if (call.device == kCpuDevice) {
+    run_released([&] { return reference_sparse_prefill(call.params); });
     return;
   }
-  run_released([&] { return sparse_prefill_run(params, to_stream(stream)); });
+  DecodePlan plan;
+  raise_if_error(plan_sparse_prefill(call.params.shape, device_info, &plan, options));
+  void* base = nullptr;
+  size_t bytes = 0;
+  if (workspace != nullptr) raise_if_error(workspace_bytes(kEntry, *workspace, call.device, &base, &bytes));
+  run_released([&] { return sparse_prefill_run(call.params, plan, base, bytes, to_stream(stream)); });
 }
 
 // ---- plans ----------------------------------------------------------------------------
@@ -184,6 +216,12 @@ DecodePlan plan_dense(const DenseDecodeShape& shape, const DeviceInfo& device, c
 DecodePlan plan_sparse(const SparseDecodeShape& shape, const DeviceInfo& device, const PlanOptions& options) {
   DecodePlan plan;
   raise_if_error(plan_sparse_decode(shape, device, &plan, options));
+  return plan;
+}
+
+DecodePlan plan_prefill(const SparsePrefillShape& shape, const DeviceInfo& device, const PlanOptions& options) {
+  DecodePlan plan;
+  raise_if_error(plan_sparse_prefill(shape, device, &plan, options));
   return plan;
 }
 
@@ -319,6 +357,15 @@ NB_MODULE(_C, m) {
       .def_rw("page_size", &SparseDecodeShape::page_size)
       .def_rw("num_pages", &SparseDecodeShape::num_pages);
 
+  nb::class_<SparsePrefillShape>(m, "SparsePrefillShape")
+      .def(nb::init<>())
+      .def_rw("s_q", &SparsePrefillShape::s_q)
+      .def_rw("h_q", &SparsePrefillShape::h_q)
+      .def_rw("s_kv", &SparsePrefillShape::s_kv)
+      .def_rw("d_qk", &SparsePrefillShape::d_qk)
+      .def_rw("d_v", &SparsePrefillShape::d_v)
+      .def_rw("topk", &SparsePrefillShape::topk);
+
   nb::class_<DecodePlan>(m, "DecodePlan")
       .def_ro("num_items", &DecodePlan::num_items)
       .def_ro("q_tokens_per_item", &DecodePlan::q_tokens_per_item)
@@ -337,6 +384,7 @@ NB_MODULE(_C, m) {
   m.def("query_device_info", &device_info_of, "device"_a);
   m.def("plan_dense_decode", &plan_dense, "shape"_a, "device"_a, "options"_a);
   m.def("plan_sparse_decode", &plan_sparse, "shape"_a, "device"_a, "options"_a);
+  m.def("plan_sparse_prefill", &plan_prefill, "shape"_a, "device"_a, "options"_a);
   m.def("check_plan_matches", &check_plan_matches, "entry"_a, "given"_a, "expected"_a);
   m.def(
       "dense_decode_shape",
@@ -401,6 +449,10 @@ NB_MODULE(_C, m) {
   m.def("prepare_sparse_decode", &prepare_sparse, "q"_a, "kv_cache"_a, "indices"_a, "topk_length"_a.none(),
         "attn_sink"_a.none(), "out"_a, "lse"_a, "softmax_scale"_a, "device_info"_a, "options"_a,
         "workspace"_a.none());
+  m.def("sparse_prefill_workspace_bytes", &sparse_prefill_workspace_bytes, "q"_a, "kv"_a, "indices"_a,
+        "topk_length"_a.none(), "attn_sink"_a.none(), "out"_a, "max_logits"_a, "lse"_a, "softmax_scale"_a,
+        "device_info"_a, "options"_a);
   m.def("sparse_prefill", &sparse_prefill, "q"_a, "kv"_a, "indices"_a, "topk_length"_a.none(),
-        "attn_sink"_a.none(), "out"_a, "max_logits"_a, "lse"_a, "softmax_scale"_a, "stream"_a);
+        "attn_sink"_a.none(), "out"_a, "max_logits"_a, "lse"_a, "softmax_scale"_a, "device_info"_a, "options"_a,
+        "workspace"_a.none(), "stream"_a);
 }

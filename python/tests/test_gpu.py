@@ -12,7 +12,7 @@ import openmla
 from openmla import flash_mla_tensor_metadata
 from openmla.flash_mla import flash_mla_sparse_fwd, flash_mla_with_kvcache, get_mla_metadata
 from mla_reference import (TOKEN_BYTES, assert_attention_close, default_scale, dense_decode_ref, make_dense_inputs,
-                           quantize_sparse_tokens, random_indices, sparse_decode_ref)
+                           quantize_sparse_tokens, random_indices, sparse_decode_ref, sparse_prefill_ref)
 
 pytestmark = pytest.mark.gpu
 
@@ -191,8 +191,21 @@ def test_sparse_decode_gpu():
     assert_attention_close(*result, out_ref, lse_ref)
 
 
-def test_sparse_prefill_gpu():
-    q = torch.randn(8, 64, 576, device="cuda").bfloat16()
-    kv = torch.randn(500, 1, 576, device="cuda").bfloat16()
-    indices = random_indices((8, 1, 128), 500).cuda()
-    _expect_not_implemented(lambda: flash_mla_sparse_fwd(q, kv, indices, 0.04), r"^flash_mla_sparse_fwd: ")
+@pytest.mark.parametrize("s_q, h_q, d_qk, topk, s_kv, extras", [
+    (8, 64, 576, 128, 500, False),     # FlashMLA's shapes
+    (37, 128, 576, 384, 3000, True),   # topk_length and sink
+    (5, 16, 512, 192, 100, True),      # narrow heads (padded tile), d_qk = 512
+    (1, 128, 576, 2048, 20000, False), # one token split over parts: the combine takes max_logits
+])
+def test_sparse_prefill_gpu(s_q, h_q, d_qk, topk, s_kv, extras):
+    gen = torch.Generator().manual_seed(s_q * 1000 + h_q)
+    q = torch.randn(s_q, h_q, d_qk, generator=gen).bfloat16().cuda()
+    kv = torch.randn(s_kv, 1, d_qk, generator=gen).bfloat16().cuda()
+    indices = random_indices((s_q, 1, topk), s_kv, seed=s_q).cuda()
+    topk_length = torch.randint(0, topk + 1, (s_q,), generator=gen, dtype=torch.int32).cuda() if extras else None
+    sink = (torch.rand(h_q, generator=gen) * 4).cuda() if extras else None
+    scale = default_scale(d_qk)
+    out, max_logits, lse = flash_mla_sparse_fwd(q, kv, indices, scale, attn_sink=sink, topk_length=topk_length)
+    torch.cuda.synchronize()
+    out_ref, max_ref, lse_ref = sparse_prefill_ref(q, kv, indices, scale, topk_length, sink)
+    assert_attention_close(out, lse, out_ref, lse_ref, max_logits=max_logits, max_logits_ref=max_ref)

@@ -22,7 +22,7 @@ Status sparse_decode_can_implement(const SparseDecodeParams& params) {
 Status sparse_prefill_can_implement(const SparsePrefillParams& params) {
   constexpr const char* kEntry = "sparse_prefill_can_implement";
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_prefill(kEntry, params));
-  return detail::check_sparse_prefill_gpu(kEntry, params);
+  return detail::check_sparse_prefill_gpu(kEntry, params.shape);
 }
 
 Status dense_decode_check_shape(const DenseDecodeShape& shape, const char* entry) {
@@ -31,6 +31,10 @@ Status dense_decode_check_shape(const DenseDecodeShape& shape, const char* entry
 
 Status sparse_decode_check_shape(const SparseDecodeShape& shape, const char* entry) {
   return detail::validate_sparse_decode_shape(entry, shape);
+}
+
+Status sparse_prefill_check_shape(const SparsePrefillShape& shape, const char* entry) {
+  return detail::validate_sparse_prefill_shape(entry, shape);
 }
 
 Status combine_can_implement(const CombineParams& params) {

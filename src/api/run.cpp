@@ -13,18 +13,38 @@
 #include "kernels/common/workspace.h"
 #include "kernels/sm90/decode_dense/launch.h"
 #include "kernels/sm90/decode_sparse_fp8/launch.h"
+#include "kernels/sm90/prefill_sparse/launch.h"
 #include "openmla/openmla.h"
 #include "plan/plan_identity.h"
 
 namespace openmla {
 namespace {
 
-// The steps every split-KV decode family shares: rebuild the schedule from the
+// Where a decode family's combine writes: its outputs, seen as [batch, s_q, h_q, d_v].
+template <class DecodeParams>
+CombineParams decode_combine_outputs(const DecodeParams& params, DType out_dtype, const float* attn_sink) {
+  CombineParams combine;
+  combine.batch = params.shape.batch;
+  combine.s_q = params.shape.s_q;
+  combine.h_q = params.shape.h_q;
+  combine.attn_sink = attn_sink;  // applied by the combine to split items only
+  combine.out = params.out;
+  combine.out_dtype = out_dtype;
+  combine.out_stride_b = params.out_stride_b;
+  combine.out_stride_s = params.out_stride_s;
+  combine.out_stride_h = params.out_stride_h;
+  combine.lse = params.lse;
+  combine.lse_stride_b = params.lse_stride_b;
+  combine.lse_stride_h = params.lse_stride_h;
+  return combine;
+}
+
+// The steps every split-KV family shares: rebuild the schedule from the
 // device-resident lengths, run the family's attention kernel, then the combine
 // when the plan can split (a plan with one part launches no combine).
-template <class FamilyParams, class LaunchAttention>
-Status run_split_kv(const FamilyParams& params, const DecodePlan& plan, void* workspace,
-                    const int32_t* device_lengths, DType out_dtype, const float* attn_sink,
+// `combine`: the family's outputs (decode_combine_outputs); the rest is filled here.
+template <class LaunchAttention>
+Status run_split_kv(const DecodePlan& plan, void* workspace, const int32_t* device_lengths, CombineParams combine,
                     const LaunchAttention& launch_attention, cudaStream_t stream) {
   const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
   ItemLengths lengths = plan.lengths;
@@ -33,10 +53,6 @@ Status run_split_kv(const FamilyParams& params, const DecodePlan& plan, void* wo
   OPENMLA_RETURN_IF_ERROR(launch_attention(views));
   if (plan.num_slots == 0) return Status::ok();
 
-  CombineParams combine;
-  combine.batch = params.shape.batch;
-  combine.s_q = params.shape.s_q;
-  combine.h_q = params.shape.h_q;
   combine.d_v = plan.d_v;
   combine.q_tokens_per_item = plan.q_tokens_per_item;
   // The schedule numbers its entries densely and every split item has its
@@ -47,15 +63,7 @@ Status run_split_kv(const FamilyParams& params, const DecodePlan& plan, void* wo
   combine.entries = views.schedule.combine;
   combine.partial_o = views.partial_o;
   combine.partial_lse = views.partial_lse;
-  combine.attn_sink = attn_sink;  // applied by the combine to split items only
-  combine.out = params.out;
-  combine.out_dtype = out_dtype;
-  combine.out_stride_b = params.out_stride_b;
-  combine.out_stride_s = params.out_stride_s;
-  combine.out_stride_h = params.out_stride_h;
-  combine.lse = params.lse;
-  combine.lse_stride_b = params.lse_stride_b;
-  combine.lse_stride_h = params.lse_stride_h;
+  combine.partial_max = views.partial_max;
   return kernels::combine::launch(combine, plan.rows_per_item, stream);
 }
 
@@ -88,7 +96,7 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
   }
 
   return run_split_kv(
-      params, plan, workspace, params.seqlens, shape.out_dtype, /*attn_sink=*/nullptr,
+      plan, workspace, params.seqlens, decode_combine_outputs(params, shape.out_dtype, /*attn_sink=*/nullptr),
       [&](const kernels::DecodeWorkspace& views) {
         return kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
                                              views.partial_lse, stream);
@@ -113,7 +121,7 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
   // topk_length is per request (null: every item has topk positions); split
   // items get the attention sink from the combine.
   return run_split_kv(
-      params, plan, workspace, params.topk_length, DType::kBF16, params.attn_sink,
+      plan, workspace, params.topk_length, decode_combine_outputs(params, DType::kBF16, params.attn_sink),
       [&](const kernels::DecodeWorkspace& views) {
         return kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts, views.partial_o,
                                                   views.partial_lse, stream);
@@ -125,9 +133,41 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
 #endif
 }
 
-Status sparse_prefill_run(const SparsePrefillParams& params, cudaStream_t) {
-  // No GPU kernel yet: the checks refuse every call (openmla/capabilities.h).
-  return detail::check_sparse_prefill_run("sparse_prefill_run", params);
+Status sparse_prefill_run(const SparsePrefillParams& params, const DecodePlan& plan, void* workspace,
+                          size_t workspace_bytes, cudaStream_t stream) {
+  OPENMLA_RETURN_IF_ERROR(
+      detail::check_sparse_prefill_run("sparse_prefill_run", params, plan, workspace, workspace_bytes));
+#if OPENMLA_ENABLE_SPARSE_PREFILL  // else the check above refused (validate/build_options.h)
+  // The combine sees the outputs as [batch = s_q, s_q = 1, h_q, d_v]: out [s_q, h_q, d_v],
+  // lse and max_logits [s_q, h_q].
+  const SparsePrefillShape& shape = params.shape;
+  CombineParams combine;
+  combine.batch = shape.s_q;
+  combine.s_q = 1;
+  combine.h_q = shape.h_q;
+  combine.attn_sink = params.attn_sink;  // split tokens get the sink in the combine
+  combine.out = params.out;
+  combine.out_dtype = DType::kBF16;
+  combine.out_stride_b = params.out_stride_s;
+  combine.out_stride_s = 0;
+  combine.out_stride_h = params.out_stride_h;
+  combine.lse = params.lse;
+  combine.lse_stride_b = shape.h_q;
+  combine.lse_stride_h = 1;
+  combine.max_logits = params.max_logits;
+  combine.max_logits_stride_b = shape.h_q;
+  combine.max_logits_stride_h = 1;
+  return run_split_kv(
+      plan, workspace, params.topk_length, combine,
+      [&](const kernels::DecodeWorkspace& views) {
+        return kernels::prefill_sparse::launch(params, plan, views.schedule.parts, views.partial_o,
+                                               views.partial_lse, views.partial_max, stream);
+      },
+      stream);
+#else
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream;
+  return Status::internal("sparse_prefill_run: unreachable (sparse prefill not built)");
+#endif
 }
 
 }  // namespace openmla

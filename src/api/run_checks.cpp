@@ -22,9 +22,12 @@ Status check_sparse_decode_run(const char* entry, const SparseDecodeParams& para
   return validate_workspace(entry, plan, workspace, workspace_bytes);
 }
 
-Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& params) {
+Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& params, const DecodePlan& plan,
+                                const void* workspace, size_t workspace_bytes) {
   OPENMLA_RETURN_IF_ERROR(validate_sparse_prefill(entry, params));
-  return check_sparse_prefill_gpu(entry, params);
+  OPENMLA_RETURN_IF_ERROR(check_sparse_prefill_gpu(entry, params.shape));
+  OPENMLA_RETURN_IF_ERROR(check_sparse_prefill_plan(entry, params.shape, plan));
+  return validate_workspace(entry, plan, workspace, workspace_bytes);
 }
 
 }  // namespace openmla::detail

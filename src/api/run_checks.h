@@ -16,6 +16,7 @@ Status check_dense_decode_run(const char* entry, const DenseDecodeParams& params
                               const void* workspace, size_t workspace_bytes);
 Status check_sparse_decode_run(const char* entry, const SparseDecodeParams& params, const DecodePlan& plan,
                                const void* workspace, size_t workspace_bytes);
-Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& params);
+Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& params, const DecodePlan& plan,
+                                const void* workspace, size_t workspace_bytes);
 
 }  // namespace openmla::detail

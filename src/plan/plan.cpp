@@ -20,7 +20,9 @@ size_t align_up(size_t bytes) {
 }
 
 // Places the named regions back to back; the same code sizes and places them.
-WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, int rows_per_item, int d_v) {
+// partial_max: sparse prefill keeps each split piece's max logit per row.
+WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, int rows_per_item, int d_v,
+                                 bool partial_max) {
   WorkspaceLayout layout;
   size_t cursor = 0;
   auto place = [&cursor](WorkspaceRegion& region, size_t bytes) {
@@ -35,6 +37,7 @@ WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, in
   place(layout.part_slots, sizeof(int32_t) * (size_t(num_parts) + 1));
   place(layout.partial_lse, sizeof(float) * size_t(num_slots) * size_t(rows_per_item));
   place(layout.partial_o, sizeof(float) * size_t(num_slots) * size_t(rows_per_item) * size_t(d_v));
+  place(layout.partial_max, partial_max ? sizeof(float) * size_t(num_slots) * size_t(rows_per_item) : 0);
   layout.total_bytes = cursor;
   return layout;
 }
@@ -61,7 +64,8 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
                                                  : kMinPartCostBlocks;
   plan->whole_item_parts = options.min_parts == 0;
   plan->workspace = layout_workspace(plan->num_items, plan->num_parts, plan->num_slots,
-                                     plan->rows_per_item, plan->d_v);
+                                     plan->rows_per_item, plan->d_v,
+                                     /*partial_max=*/plan->family == PlanFamily::kSparsePrefill);
 }
 
 // Cluster split (DecodeKernel::kDenseColumnSplitCluster) for a dense call. Measured on the
@@ -120,6 +124,7 @@ const char* decode_kernel_name(DecodeKernel kernel) {
     case DecodeKernel::kSparseHeadsOnN: return "sparse_heads_on_n";
     case DecodeKernel::kSparseHeadsOnM: return "sparse_heads_on_m";
     case DecodeKernel::kSparseHeadsOnMCtaPair: return "sparse_heads_on_m_cta_pair";
+    case DecodeKernel::kSparsePrefillHeadsOnM: return "sparse_prefill_heads_on_m";
   }
   return "unknown";
 }
@@ -139,6 +144,10 @@ DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape) {
   if (shape.h_q <= kSparseHeadsOnNMaxHeads) return DecodeKernel::kSparseHeadsOnN;
   return shape.h_q == kSparseHeadsOnMHeadsPerCta ? DecodeKernel::kSparseHeadsOnM
                                                  : DecodeKernel::kSparseHeadsOnMCtaPair;
+}
+
+DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape&) {
+  return DecodeKernel::kSparsePrefillHeadsOnM;
 }
 
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,
@@ -191,6 +200,32 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   return Status::ok();
 }
 
+Status plan_sparse_prefill(const SparsePrefillShape& shape, const DeviceInfo& device, DecodePlan* plan,
+                           const PlanOptions& options) {
+  constexpr const char* kEntry = "plan_sparse_prefill";
+  if (plan == nullptr) {
+    return Status::invalid_argument("plan_sparse_prefill: argument 'plan' is null: expected a DecodePlan*");
+  }
+  OPENMLA_RETURN_IF_ERROR(detail::validate_device_info(kEntry, device));
+  OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_prefill_shape(kEntry, shape));
+  OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
+
+  DecodePlan result;
+  result.family = PlanFamily::kSparsePrefill;
+  // One item per query token: each has its own index list (topk_length[s] positions).
+  result.num_items = shape.s_q;
+  result.q_tokens_per_item = 1;
+  result.rows_per_item = shape.h_q;
+  result.num_q_groups = sparse_prefill_q_groups(shape.h_q);
+  result.d_v = shape.d_v;
+  result.lengths = ItemLengths{nullptr, 1, shape.topk, shape.topk};
+  finish_plan(&result, device, options);
+  result.kernel = choose_sparse_prefill_kernel(shape);
+  result.fingerprint = decode_plan_fingerprint(result);
+  *plan = result;
+  return Status::ok();
+}
+
 Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, HostSchedule* out) {
   if (out == nullptr) return Status::invalid_argument("build_schedule_host: argument 'out' is null: expected a HostSchedule*");
   if (plan.num_items < 1 || plan.num_parts < 1) {
@@ -204,7 +239,7 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
         "build_schedule_host: argument 'plan' has fields no planner makes: got min_part_cost = " +
         std::to_string(plan.min_part_cost) + ", num_parts = " + std::to_string(plan.num_parts) +
         ", expected min_part_cost >= 1 and num_parts <= " + std::to_string(kMaxParts) +
-        " (a plan from plan_dense_decode / plan_sparse_decode)");
+        " (a plan from plan_dense_decode / plan_sparse_decode / plan_sparse_prefill)");
   }
   if (lengths.items_per_length < 1) {
     return Status::invalid_argument("build_schedule_host: argument 'lengths.items_per_length' must be >= 1: got " +

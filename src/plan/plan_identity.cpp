@@ -14,6 +14,7 @@ const char* plan_family_name(PlanFamily family) {
   switch (family) {
     case PlanFamily::kDenseDecode: return "dense_decode";
     case PlanFamily::kSparseDecode: return "sparse_decode";
+    case PlanFamily::kSparsePrefill: return "sparse_prefill";
     case PlanFamily::kNone: break;
   }
   return "none (not made by a planner)";
@@ -24,7 +25,7 @@ namespace {
 
 // NOTE: a new DecodePlan field changes this size: add it to
 // OPENMLA_DECODE_PLAN_FIELDS (plan_identity.h), then update the number.
-static_assert(sizeof(DecodePlan) == 232, "add the new DecodePlan field to OPENMLA_DECODE_PLAN_FIELDS");
+static_assert(sizeof(DecodePlan) == 248, "add the new DecodePlan field to OPENMLA_DECODE_PLAN_FIELDS");
 
 // Each field as 64 bits, for the hash.
 template <class T>
@@ -67,7 +68,11 @@ void hash_bits(uint64_t* hash, uint64_t bits) {
 }
 
 const char* planner_of(PlanFamily family) {
-  return family == PlanFamily::kSparseDecode ? "plan_sparse_decode" : "plan_dense_decode";
+  switch (family) {
+    case PlanFamily::kSparseDecode: return "plan_sparse_decode";
+    case PlanFamily::kSparsePrefill: return "plan_sparse_prefill";
+    default: return "plan_dense_decode";
+  }
 }
 
 Status field_differs(const char* entry, const DecodePlan& expected, const char* field, const std::string& got,
@@ -137,6 +142,15 @@ Status check_sparse_decode_plan(const char* entry, const SparseDecodeShape& shap
   expected.family = PlanFamily::kSparseDecode;
   if (plan.family != PlanFamily::kSparseDecode) return compare_decode_plans(entry, plan, expected);
   const Status planned = plan_sparse_decode(shape, plan.device, &expected, plan.options);
+  if (!planned) return detail::inputs_rejected(entry, planned);
+  return compare_decode_plans(entry, plan, expected);
+}
+
+Status check_sparse_prefill_plan(const char* entry, const SparsePrefillShape& shape, const DecodePlan& plan) {
+  DecodePlan expected;
+  expected.family = PlanFamily::kSparsePrefill;
+  if (plan.family != PlanFamily::kSparsePrefill) return compare_decode_plans(entry, plan, expected);
+  const Status planned = plan_sparse_prefill(shape, plan.device, &expected, plan.options);
   if (!planned) return detail::inputs_rejected(entry, planned);
   return compare_decode_plans(entry, plan, expected);
 }

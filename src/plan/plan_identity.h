@@ -52,6 +52,8 @@ namespace openmla::detail {
   FIELD(workspace.partial_lse.bytes)                                                       \
   FIELD(workspace.partial_o.offset)                                                        \
   FIELD(workspace.partial_o.bytes)                                                         \
+  FIELD(workspace.partial_max.offset)                                                      \
+  FIELD(workspace.partial_max.bytes)                                                       \
   FIELD(workspace.total_bytes)                                                             \
   FIELD(device.num_sms)                                                                    \
   FIELD(device.max_smem_per_block)                                                         \

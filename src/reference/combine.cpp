@@ -61,6 +61,13 @@ Status reference_combine(const CombineParams& params) {
       reference_detail::store_row(params.out_dtype, static_cast<char*>(params.out) + out_offset * elem_bytes,
                                   o.data(), params.d_v);
       params.lse[b * params.lse_stride_b + h * params.lse_stride_h + s] = lse;
+      if (params.max_logits != nullptr) {  // sparse prefill: the max over the pieces
+        float max_logit = -INFINITY;
+        for (int i = 0; i < entry.num_pieces; ++i) {
+          max_logit = std::fmax(max_logit, params.partial_max[static_cast<size_t>(entry.first_slot + i) * rows + row]);
+        }
+        params.max_logits[b * params.max_logits_stride_b + h * params.max_logits_stride_h + s] = max_logit;
+      }
     }
   }
   return Status::ok();

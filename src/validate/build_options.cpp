@@ -31,4 +31,11 @@ Status check_sparse_decode_built(const char* entry) {
   return Status::ok();
 }
 
+Status check_sparse_prefill_built(const char* entry) {
+  if (!OPENMLA_ENABLE_SPARSE_PREFILL) {
+    return not_built(entry, "the sparse prefill kernels were", "OPENMLA_ENABLE_SPARSE_PREFILL");
+  }
+  return Status::ok();
+}
+
 }  // namespace openmla::detail

@@ -14,6 +14,9 @@
 #ifndef OPENMLA_ENABLE_SPARSE_DECODE
 #define OPENMLA_ENABLE_SPARSE_DECODE 1
 #endif
+#ifndef OPENMLA_ENABLE_SPARSE_PREFILL
+#define OPENMLA_ENABLE_SPARSE_PREFILL 1
+#endif
 #ifndef OPENMLA_ENABLE_FP16
 #define OPENMLA_ENABLE_FP16 1
 #endif
@@ -26,5 +29,8 @@ Status check_dense_decode_built(const char* entry, const DenseDecodeShape& shape
 
 // kNotSupported naming the option when the sparse FP8 decode kernels were not built.
 Status check_sparse_decode_built(const char* entry);
+
+// kNotSupported naming the option when the sparse prefill kernels were not built.
+Status check_sparse_prefill_built(const char* entry);
 
 }  // namespace openmla::detail

@@ -33,11 +33,9 @@ Status check_sparse_decode_gpu(const char* entry, const SparseDecodeShape&) {
   return check_sparse_decode_built(entry);  // OPENMLA_ENABLE_SPARSE_DECODE
 }
 
-Status check_sparse_prefill_gpu(const char* entry, const SparsePrefillParams&) {
-  static_assert(!kSparsePrefillGpu, "update this check when the sparse prefill kernel lands");
-  return Status::not_supported(std::string(entry) +
-                               ": the sparse prefill GPU kernel is not implemented yet (reference_sparse_prefill "
-                               "runs it on the CPU)");
+Status check_sparse_prefill_gpu(const char* entry, const SparsePrefillShape&) {
+  static_assert(kSparsePrefillGpu, "the sparse prefill kernel takes every validated shape");
+  return check_sparse_prefill_built(entry);  // OPENMLA_ENABLE_SPARSE_PREFILL
 }
 
 }  // namespace openmla::detail

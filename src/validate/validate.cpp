@@ -262,14 +262,18 @@ Status validate_sparse_decode(const char* entry, const SparseDecodeParams& p) {
 // ---------------------------------------------------------------------------
 // Sparse prefill
 // ---------------------------------------------------------------------------
-Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& p) {
-  const SparsePrefillShape& s = p.shape;
+Status validate_sparse_prefill_shape(const char* entry, const SparsePrefillShape& s) {
   OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "s_q", s.s_q, 1));
   OPENMLA_RETURN_IF_ERROR(
       check_range(entry, "h_q", s.h_q, 1, kMaxQueryHeads, kInvalid, kUnsupported));
   OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "s_kv", s.s_kv, 1));
   OPENMLA_RETURN_IF_ERROR(check_head_dims(entry, s.d_qk, s.d_v));
-  OPENMLA_RETURN_IF_ERROR(check_range(entry, "topk", s.topk, 1, kMaxTopk, kInvalid, kUnsupported));
+  return check_range(entry, "topk", s.topk, 1, kMaxTopk, kInvalid, kUnsupported);
+}
+
+Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& p) {
+  const SparsePrefillShape& s = p.shape;
+  OPENMLA_RETURN_IF_ERROR(validate_sparse_prefill_shape(entry, s));
 
   // ---- pointers (topk_length and attn_sink are optional) ----
   OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "q", p.q, kTileAlignment));
@@ -326,7 +330,11 @@ Status validate_combine(const char* entry, const CombineParams& p) {
   if (p.num_slots > 0) {
     OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "partial_o", p.partial_o, kTileAlignment));
     OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "partial_lse", p.partial_lse, kScalarAlignment));
+    if (p.max_logits != nullptr) {
+      OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "partial_max", p.partial_max, kScalarAlignment));
+    }
   }
+  OPENMLA_RETURN_IF_ERROR(check_aligned(entry, "max_logits", p.max_logits, kScalarAlignment));
   OPENMLA_RETURN_IF_ERROR(check_aligned(entry, "attn_sink", p.attn_sink, kScalarAlignment));
 
   // ---- sizes and strides; the partials are contiguous [num_slots, rows_per_item, d_v] ----

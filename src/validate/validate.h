@@ -26,6 +26,7 @@ Status validate_dense_decode_scale_values(const char* entry, const DenseDecodePa
 Status validate_sparse_decode_shape(const char* entry, const SparseDecodeShape& shape);
 Status validate_sparse_decode(const char* entry, const SparseDecodeParams& params);
 
+Status validate_sparse_prefill_shape(const char* entry, const SparsePrefillShape& shape);
 Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& params);
 
 Status validate_combine(const char* entry, const CombineParams& params);
@@ -35,7 +36,7 @@ Status validate_combine(const char* entry, const CombineParams& params);
 // these after the argument checks, so the two always agree.
 Status check_dense_decode_gpu(const char* entry, const DenseDecodeShape& shape);
 Status check_sparse_decode_gpu(const char* entry, const SparseDecodeShape& shape);
-Status check_sparse_prefill_gpu(const char* entry, const SparsePrefillParams& params);
+Status check_sparse_prefill_gpu(const char* entry, const SparsePrefillShape& shape);
 
 // The workspace handed to run(): non-null when the plan needs bytes, aligned to
 // kWorkspaceAlignment, at least plan.workspace.total_bytes.

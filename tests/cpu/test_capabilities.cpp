@@ -183,25 +183,53 @@ TEST(Capabilities, SparseCanImplementAgreesWithRun) {
   EXPECT_GT(refused, 10);
 }
 
-// No sparse prefill kernel yet: can_implement must say so, as run's checks do.
-TEST(Capabilities, SparsePrefillCanImplementAgreesWithRun) {
-  const int s_q = 4, h_q = 64, topk = 128, s_kv = 300;
-  Buffer q = make_buffer(size_t(s_q) * h_q * kHeadDimQK * 2), kv = make_buffer(size_t(s_kv) * kHeadDimQK * 2);
-  Buffer indices = make_buffer(size_t(s_q) * topk * 4), out = make_buffer(size_t(s_q) * h_q * kHeadDimV * 2);
-  Buffer max_logits = make_buffer(size_t(s_q) * h_q * 4), lse = make_buffer(size_t(s_q) * h_q * 4);
+// One sparse prefill call's buffers (contents unused: only the checks run).
+struct PrefillCall {
+  Buffer q, kv, indices, out, max_logits, lse;
   SparsePrefillParams p;
-  p.shape.s_q = s_q, p.shape.s_kv = s_kv, p.shape.h_q = h_q, p.shape.topk = topk;
-  p.q = q.get(), p.q_stride_s = int64_t(h_q) * kHeadDimQK, p.q_stride_h = kHeadDimQK;
-  p.kv = kv.get(), p.kv_stride_s = kHeadDimQK;
-  p.indices = static_cast<const int32_t*>(indices.get()), p.indices_stride_s = topk;
-  p.out = out.get(), p.out_stride_s = int64_t(h_q) * kHeadDimV, p.out_stride_h = kHeadDimV;
-  p.max_logits = static_cast<float*>(max_logits.get());
-  p.lse = static_cast<float*>(lse.get());
-  p.softmax_scale = 0.04f;
-  const Status can = sparse_prefill_can_implement(p);
-  const Status run = detail::check_sparse_prefill_run("sparse_prefill_run", p);
-  EXPECT_EQ(can.code(), StatusCode::kNotSupported) << can.message();
-  expect_same_answer(can, run, "sparse prefill", /*names_argument=*/false);
+  PrefillCall(int h_q, int topk, int d_qk) {
+    const int s_q = 4, s_kv = 300, dv = kHeadDimV;
+    q = make_buffer(size_t(s_q) * h_q * d_qk * 2), kv = make_buffer(size_t(s_kv) * d_qk * 2);
+    indices = make_buffer(size_t(s_q) * topk * 4), out = make_buffer(size_t(s_q) * h_q * dv * 2);
+    max_logits = make_buffer(size_t(s_q) * h_q * 4), lse = make_buffer(size_t(s_q) * h_q * 4);
+    p.shape.s_q = s_q, p.shape.s_kv = s_kv, p.shape.h_q = h_q, p.shape.topk = topk, p.shape.d_qk = d_qk;
+    p.q = q.get(), p.q_stride_s = int64_t(h_q) * d_qk, p.q_stride_h = d_qk;
+    p.kv = kv.get(), p.kv_stride_s = d_qk;
+    p.indices = static_cast<const int32_t*>(indices.get()), p.indices_stride_s = topk;
+    p.out = out.get(), p.out_stride_s = int64_t(h_q) * dv, p.out_stride_h = dv;
+    p.max_logits = static_cast<float*>(max_logits.get());
+    p.lse = static_cast<float*>(lse.get());
+    p.softmax_scale = 0.04f;
+  }
+};
+
+TEST(Capabilities, SparsePrefillCanImplementAgreesWithRun) {
+  const DeviceInfo device;
+  int accepted = 0, refused = 0;
+  for (int h_q : {1, 8, 24, 64, 100, 128, 129}) {
+    for (int topk : {1, 64, 100, 16384, 16385}) {
+      for (int d_qk : {kHeadDimQK, kHeadDimLatent, 520}) {
+        const std::string what =
+            "h_q " + std::to_string(h_q) + " topk " + std::to_string(topk) + " d_qk " + std::to_string(d_qk);
+        PrefillCall call(h_q, topk, d_qk);
+        const Status can = sparse_prefill_can_implement(call.p);
+        DecodePlan plan;
+        const Status planned = plan_sparse_prefill(call.p.shape, device, &plan);
+        if (!planned.is_ok()) {
+          EXPECT_FALSE(can.is_ok()) << what << ": planner refuses (" << planned.message() << ")";
+          ++refused;
+          continue;
+        }
+        Buffer workspace = make_buffer(plan.workspace.total_bytes);
+        const Status run = detail::check_sparse_prefill_run("sparse_prefill_run", call.p, plan, workspace.get(),
+                                                            plan.workspace.total_bytes);
+        expect_same_answer(can, run, what);
+        (can.is_ok() ? accepted : refused) += 1;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 30);
+  EXPECT_GT(refused, 10);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ struct DecodeWorkspace {
   plan_detail::ScheduleBuffers schedule;
   float* partial_lse;  // [num_slots, rows_per_item]; null when num_slots == 0
   float* partial_o;    // [num_slots, rows_per_item, d_v]; null when num_slots == 0
+  float* partial_max;  // [num_slots, rows_per_item]; sparse prefill only, else null
 };
 
 inline DecodeWorkspace decode_workspace(const DecodePlan& plan, void* base) {
@@ -27,7 +28,8 @@ inline DecodeWorkspace decode_workspace(const DecodePlan& plan, void* base) {
                                    static_cast<int64_t*>(at(layout.item_prefix)),
                                    static_cast<plan_detail::Bound*>(at(layout.part_bounds)),
                                    static_cast<int32_t*>(at(layout.part_slots))},
-      static_cast<float*>(at(layout.partial_lse)), static_cast<float*>(at(layout.partial_o))};
+      static_cast<float*>(at(layout.partial_lse)), static_cast<float*>(at(layout.partial_o)),
+      static_cast<float*>(at(layout.partial_max))};
 }
 
 }  // namespace openmla::kernels

@@ -142,6 +142,19 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(CombineParams params,
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) store4(out + (v * kRowThreads + row_thread) * 4, acc[v]);
     if (row_thread == 0) params.lse[batch * params.lse_stride_b + head * params.lse_stride_h + token] = lse;
+    if (params.max_logits != nullptr) {  // sparse prefill: the max over the pieces (-inf when all are empty)
+      float max_logit = -INFINITY;
+#pragma unroll 1
+      for (int k = lane; k < num_pieces; k += kWarpSize) {
+        max_logit = fmaxf(max_logit, __ldg(params.partial_max + size_t(entry.first_slot + k) * rows_per_item + row));
+      }
+      for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+        max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, offset));
+      }
+      if (row_thread == 0) {
+        params.max_logits[batch * params.max_logits_stride_b + head * params.max_logits_stride_h + token] = max_logit;
+      }
+    }
   }
 }
 

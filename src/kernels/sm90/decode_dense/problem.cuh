@@ -26,6 +26,7 @@ struct DenseProblem {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr bool kMayClusterSplit = true;
+  static constexpr bool kWritesMaxLogits = false;
 
   static __device__ __forceinline__ bool clustered(const Params& params) { return params.cluster_split > 1; }
 

@@ -28,6 +28,7 @@ struct HeadsOnMProblem {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr bool kMayClusterSplit = false;
+  static constexpr bool kWritesMaxLogits = false;
   static __device__ __forceinline__ bool clustered(const Params&) { return false; }
 
   static __device__ __forceinline__ heads_on_m::ItemBlocks item_blocks(const Params& params, const PartWork& part,

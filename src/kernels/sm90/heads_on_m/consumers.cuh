@@ -19,6 +19,7 @@
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/tma.cuh"  // ld_shared_f32 / st_shared_f32
 #include "kernels/sm90/heads_on_m/config.h"
 #include "kernels/sm90/heads_on_m/consumer_steps.cuh"
 #include "kernels/sm90/heads_on_m/epilogue.cuh"

@@ -88,6 +88,9 @@ struct Epilogue {
       } else {
         *Problem::lse_entry(params, item, row) = empty ? INFINITY : lse;
       }
+      if constexpr (Problem::kWritesMaxLogits) {
+        Problem::store_max_logit(params, item, blocks, row, empty ? -INFINITY : row_max[i] * common::kLn2);
+      }
     }
   }
 };

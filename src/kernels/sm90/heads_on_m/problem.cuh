@@ -4,11 +4,15 @@
 // factors and where results go — and the two types it trades in (QueryRow,
 // ItemBlocks). Implementations: decode_dense/problem.cuh (DenseProblem, the
 // paged BF16/FP16 cache) and decode_sparse_fp8/heads_on_m_problem.cuh
-// (HeadsOnMProblem, the sparse FP8 cache).
+// (HeadsOnMProblem, the sparse FP8 cache) and prefill_sparse/problem.cuh
+// (PrefillProblem, BF16 rows gathered by index).
 //
 // A problem type provides:
 //   using Params;                        kernel parameter block (has partial_o,
 //                                        partial_lse, scale_log2)
+//   kWritesMaxLogits                     store_max_logit(params, item, blocks,
+//                                        row, value) gets each final row's max
+//                                        of the scaled logits (sparse prefill)
 //   kMayClusterSplit, clustered(params)  in-kernel cluster merge; when
 //                                        kMayClusterSplit, also
 //   stash_piece_o(...)                   one consumer's O half of a cluster
