@@ -198,6 +198,9 @@ void run_on_device(test::SparsePrefillInputs& in, DevicePrefill& dev, const Plan
   DecodePlan plan;
   ASSERT_OK(plan_sparse_prefill(in.shape, device_info(), &plan, options));
   if (options.max_parts == 1) ASSERT_EQ(plan.num_slots, 0);
+  // d_qk = 576 runs the alternate-blocks kernel, 512 the column-split one.
+  EXPECT_EQ(plan.kernel, in.shape.d_qk == kHeadDimQK ? DecodeKernel::kSparsePrefillAlternateBlocks
+                                                     : DecodeKernel::kSparsePrefillHeadsOnM);
   DeviceBuffer<uint8_t> workspace(plan.workspace.total_bytes);
   ASSERT_CUDA(cudaMemset(workspace.ptr, 0xff, plan.workspace.total_bytes));  // stale garbage
   const SparsePrefillParams params = dev.params(in);
