@@ -72,8 +72,8 @@ struct AlternateBlocksExtraStorage {
   // Bit r of buffer b's 64-bit word: row r holds a counted, in-range kv row (PrefillProblem's
   // column mask); 16 bits per gather warp.
   alignas(8) uint16_t stage_valid[2][kWarpsPerWarpgroup];
-  // Per buffer and half (tiles 0-3 / 4-8): 128 cp.async arrivals (.noinc), plus, for the left
-  // half, the 4 gather warps' validity-bit writers.
+  // Per buffer and half (tiles 0-3 / 4-8): 128 cp.async arrivals (.noinc), plus, for half b of
+  // buffer b, the 4 gather warps' validity-bit writers (AlternateBlocksKernel::gather_half).
   uint64_t half_full[2][2];
   uint64_t tile_free[2][2];           // per buffer: tiles 0-3 / 4-8 read for the last time (4 warps)
   float row_sum[2][BLOCK_M];          // item end: each warpgroup's quad-reduced row sums
@@ -136,18 +136,20 @@ struct AlternateBlocksKernel {
     return Gather::row_offset(params, Gather::block_index(params, cur.item, cur.length, block, row));
   }
 
-  // Half `half` (0: tiles 0-3, 1: tiles 4-8) of this warp's 16 rows into buffer `buf`, then one
-  // arrival per thread once its copies land. The left half first publishes the rows' validity.
+  // Half `kHalf` (0: tiles 0-3, 1: tiles 4-8) of this warp's 16 rows into buffer `buf`, then one
+  // arrival per thread once its copies land. The half that the buffer's own warpgroup frees
+  // (buffer b: half b) first publishes the rows' validity: that warpgroup reads the bits (its
+  // mask) before it frees that half, so the rewrite is ordered after the read.
   template <int kHalf>
   static __device__ __forceinline__ void gather_half(const KernelParams& params, SharedStorage& smem, int buf,
                                                      int64_t lane_offset, int warp, int lane) {
     constexpr int kUnitBegin = kHalf == 0 ? 0 : kAlternateLeftTiles * 8;
     constexpr int kUnitEnd = kHalf == 0 ? kAlternateLeftTiles * 8 : kAlternateTiles * 8;
-    if constexpr (kHalf == 0) {
+    if (buf == kHalf) {
       const uint32_t valid_bits = __ballot_sync(0xffffffffu, lane_offset >= 0) & 0xffffu;
       if (lane == 0) {
         smem.extra.stage_valid[buf][warp] = uint16_t(valid_bits);
-        common::mbarrier_arrive(&smem.extra.half_full[buf][0]);
+        common::mbarrier_arrive(&smem.extra.half_full[buf][kHalf]);
       }
     }
     Gather::template copy_row_units<kUnitBegin, kUnitEnd>(params.kv, lane_offset, common::smem_u32(smem.kv[buf]),
@@ -576,8 +578,9 @@ __global__ void __launch_bounds__(kAlternateCtaThreads, 1)
   const int thread = int(threadIdx.x) % kWarpgroupThreads;
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) {
-      common::mbarrier_init(&smem.extra.half_full[b][0], kWarpgroupThreads + kWarpsPerWarpgroup);
-      common::mbarrier_init(&smem.extra.half_full[b][1], kWarpgroupThreads);
+      for (int h = 0; h < 2; ++h) {
+        common::mbarrier_init(&smem.extra.half_full[b][h], kWarpgroupThreads + (h == b ? kWarpsPerWarpgroup : 0));
+      }
       for (int g = 0; g < 2; ++g) common::mbarrier_init(&smem.extra.tile_free[b][g], kWarpgroupThreads / 32);
     }
     common::mbarrier_init(&smem.p_empty, kWarpgroupThreads / 32);  // sP0 free: WG1's warps after P_e.V_e,R
