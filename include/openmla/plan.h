@@ -85,9 +85,6 @@ enum class DecodeKernel : int32_t {
   // token on M (the shared heads-on-M consumers; h_q < 64 pads the tile), one
   // CTA per (64-head group, part).
   kSparsePrefillHeadsOnM = 7,
-  // Sparse prefill at d_qk = 576: the same tile, the two consumer warpgroups
-  // taking alternate blocks of a token (the kDenseAlternateBlocks scheme).
-  kSparsePrefillAlternateBlocks = 8,
 };
 
 // "dense_column_split", ... (for logs, the bench and error messages).

@@ -125,7 +125,6 @@ const char* decode_kernel_name(DecodeKernel kernel) {
     case DecodeKernel::kSparseHeadsOnM: return "sparse_heads_on_m";
     case DecodeKernel::kSparseHeadsOnMCtaPair: return "sparse_heads_on_m_cta_pair";
     case DecodeKernel::kSparsePrefillHeadsOnM: return "sparse_prefill_heads_on_m";
-    case DecodeKernel::kSparsePrefillAlternateBlocks: return "sparse_prefill_alternate_blocks";
   }
   return "unknown";
 }
@@ -147,10 +146,8 @@ DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape) {
                                                  : DecodeKernel::kSparseHeadsOnMCtaPair;
 }
 
-// NOTE: the alternate-blocks scheme keeps the second warpgroup's P in Q's RoPE
-// chunk (Q's RoPE tile lives in registers), so it needs d_qk = 576.
-DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape& shape) {
-  return shape.d_qk == kHeadDimQK ? DecodeKernel::kSparsePrefillAlternateBlocks : DecodeKernel::kSparsePrefillHeadsOnM;
+DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape&) {
+  return DecodeKernel::kSparsePrefillHeadsOnM;
 }
 
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,

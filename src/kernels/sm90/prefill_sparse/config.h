@@ -1,6 +1,5 @@
 // Constants, warp roles and the kernel's parameter block of the sm90 sparse
-// prefill kernels (DecodeKernel::kSparsePrefillAlternateBlocks at d_qk = 576,
-// kSparsePrefillHeadsOnM at 512). Host-and-device; no
+// prefill kernel (DecodeKernel::kSparsePrefillHeadsOnM). Host-and-device; no
 // CuTe here so launch.cu stays light. Design: docs/kernels/prefill_sparse.md.
 #pragma once
 
@@ -70,10 +69,8 @@ struct KernelParams {
   int h_q;
 };
 
-// Grid (q-groups, parts). DecodeKernel::kSparsePrefillHeadsOnM (d_qk = 512):
-// instantiations/heads_on_m_d512.cu.
-Status launch_heads_on_m_d512(const KernelParams& params, dim3 grid, cudaStream_t stream);
-// DecodeKernel::kSparsePrefillAlternateBlocks (d_qk = 576): instantiations/alternate_blocks_d576.cu.
-Status launch_alternate_blocks_d576(const KernelParams& params, dim3 grid, cudaStream_t stream);
+// One instantiation per d_qk: instantiations/d576.cu, d512.cu. Grid (q-groups, parts).
+Status launch_d576(const KernelParams& params, dim3 grid, cudaStream_t stream);
+Status launch_d512(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::prefill_sparse

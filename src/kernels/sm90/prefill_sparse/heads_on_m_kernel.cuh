@@ -1,4 +1,4 @@
-// sm90 sparse prefill at d_qk = 512 (DecodeKernel::kSparsePrefillHeadsOnM): for heads
+// sm90 sparse prefill (DecodeKernel::kSparsePrefillHeadsOnM): for heads
 // [64 g, 64 g + 64) = q-group blockIdx.x and SM part blockIdx.y of the
 // split-KV schedule, softmax(scale * q.k) v over the BF16 rows that each query
 // token's indices name, for every token in the part's range.
@@ -9,9 +9,7 @@
 //   WG1 / WG2: the shared heads-on-M consumers (heads_on_m/consumers.cuh) with
 //       PrefillProblem (problem.cuh): S = Q.K^T 64 heads x 64 rows per block,
 //       P.V with N = 256 per warpgroup.
-// Instantiation: instantiations/heads_on_m_d512.cu (d_qk = 576 runs the
-// alternate-blocks kernel, alternate_blocks_kernel.cuh). The kernel itself
-// takes either d_qk.
+// One instantiation per d_qk: instantiations/d576.cu, d512.cu.
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -72,7 +70,7 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
   }
 }
 
-// ---- host launch of an instantiation ----------------------------------------------------
+// ---- host launch of one d_qk's instantiation ----------------------------------------------------
 template <class Traits>
 Status launch_heads_on_m(const char* name, const KernelParams& params, dim3 grid, cudaStream_t stream) {
   return common::launch_dependent(name, &prefill_sparse_heads_on_m_kernel<Traits>, grid,

@@ -52,6 +52,7 @@ struct GatherProducer {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kUnitsPerRow = Traits::kHeadDimQK * int(sizeof(Element)) / 16;  // 72 or 64
+  static constexpr int kUnitsPerLane = (kUnitsPerRow + kWarpSize - 1) / kWarpSize;     // 3 or 2
   static constexpr uint32_t kChunkBytes = uint32_t(Traits::kChunkElems) * sizeof(Element);  // 8 KB
   static constexpr int kFullArrivals = kWarpgroupThreads + kWarpsPerWarpgroup;
   static constexpr uint32_t kFullMask = 0xffffffffu;
@@ -68,14 +69,11 @@ struct GatherProducer {
     return pos < length ? __ldg(params.indices + token * params.indices_stride_s + pos) : -1;
   }
 
-  // Copy units [kUnitBegin, kUnitEnd) (16 bytes each; kUnitBegin a multiple of 32) of 16 rows
-  // into the 128B-swizzled chunked layout of a stage or of Q: row r's unit u lands in chunk
-  // u / 8 at r * 128 + ((u % 8) ^ (r & 7)) * 16. lane_offset: lane l < 16 holds row
-  // first_row + l's element offset (-1: zero-fill, never read).
-  template <int kUnitBegin, int kUnitEnd>
-  static __device__ __forceinline__ void copy_row_units(const uint16_t* base, int64_t lane_offset, uint32_t dst_base,
-                                                        int first_row, int lane) {
-    static_assert(kUnitBegin % kWarpSize == 0 && kUnitEnd <= kUnitsPerRow);
+  // Copy 16 rows into the 128B-swizzled chunked layout of a stage or of Q:
+  // row r's unit u (16 bytes) lands in chunk u / 8 at r * 128 + ((u % 8) ^ (r & 7)) * 16.
+  // lane_offset: lane l < 16 holds its row's element offset (-1: zero-fill).
+  static __device__ __forceinline__ void copy_rows(const uint16_t* base, int64_t lane_offset, uint32_t dst_base,
+                                                   int first_row, int lane) {
     const uint32_t lane_chunk = uint32_t(lane / 8) * kChunkBytes;
     const uint32_t lane_unit = uint32_t(lane % 8);
 #pragma unroll 4
@@ -87,18 +85,12 @@ struct GatherProducer {
       const uint32_t dst = dst_base + lane_chunk + uint32_t(row) * Traits::kRowBytes +
                            ((lane_unit ^ uint32_t(row & 7)) << 4);
 #pragma unroll
-      for (int u0 = kUnitBegin; u0 < kUnitEnd; u0 += kWarpSize) {
-        if (u0 + lane < kUnitEnd) {
-          common::cp_async_16_zfill(dst + uint32_t(u0 / 8) * kChunkBytes, src + u0 * 8, valid);
+      for (int k = 0; k < kUnitsPerLane; ++k) {
+        if (k * kWarpSize + lane < kUnitsPerRow) {
+          common::cp_async_16_zfill(dst + uint32_t(k) * 4 * kChunkBytes, src + k * kWarpSize * 8, valid);
         }
       }
     }
-  }
-
-  // Whole rows (every unit).
-  static __device__ __forceinline__ void copy_rows(const uint16_t* base, int64_t lane_offset, uint32_t dst_base,
-                                                   int first_row, int lane) {
-    copy_row_units<0, kUnitsPerRow>(base, lane_offset, dst_base, first_row, lane);
   }
 
   static __device__ __forceinline__ void init_barriers(SharedStorage&) {}

@@ -3,7 +3,7 @@
 
 namespace openmla::kernels::prefill_sparse {
 
-Status launch_heads_on_m_d512(const KernelParams& params, dim3 grid, cudaStream_t stream) {
+Status launch_d512(const KernelParams& params, dim3 grid, cudaStream_t stream) {
   return launch_heads_on_m<PrefillTraits<kHeadDimLatent>>("prefill_sparse_heads_on_m_d512", params, grid, stream);
 }
 
