@@ -111,6 +111,9 @@ def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Opt
                    stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Sparse MLA prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
 
+    kv may instead be sparse decode's 656-byte FP8 cache, a 1-byte tensor [num_pages, page_size, 1, 656]
+    (indices = page * page_size + offset, d_qk = 576): the rows are read and dequantised in place, with
+    no BF16 copy of the cache (on the GPU: h_q in {8, 16, 32, 64, 128}, topk a multiple of 64).
     Returns out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 and lse [s_q, h_q] fp32
     (empty rows: max_logits -inf, lse +inf, out 0).
     """

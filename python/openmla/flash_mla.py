@@ -34,8 +34,8 @@ What is not there
   (CPU reference only until the dense FP8 kernel exists).
 - flash_attn_varlen_func and its packed forms are FlashMLA's SM100 dense prefill:
   they exist so that imports work, and raise NotImplementedError.
-- The sparse prefill GPU kernel does not exist yet: flash_mla_sparse_fwd raises
-  NotImplementedError on CUDA tensors (CPU tensors run the reference).
+- flash_mla_sparse_fwd also takes sparse decode's 656-byte FP8 cache as kv
+  ([num_pages, page_size, 1, 656], 1-byte dtype), read in place, and any h_q from 1 to 128.
 """
 
 from __future__ import annotations
@@ -275,8 +275,9 @@ def flash_mla_sparse_fwd(
     """FlashMLA's sparse prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
 
     Returns (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32, lse [s_q, h_q] fp32).
-    CUDA tensors raise NotImplementedError until the sparse prefill kernel exists;
-    CPU tensors run the C++ reference. sm_scale is required (FlashMLA has no default).
+    Beyond FlashMLA: kv may be the 656-byte FP8 cache [num_pages, page_size, 1, 656] (indices =
+    page * page_size + offset), read in place. CPU tensors run the C++ reference.
+    sm_scale is required (FlashMLA has no default).
     """
     check_sm_scale(_PREFILL.name, sm_scale)
     return _sparse_prefill(_PREFILL, q, kv, indices, sm_scale, topk_length, attn_sink, d_v, None)

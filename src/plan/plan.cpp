@@ -146,7 +146,13 @@ DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape) {
                                                  : DecodeKernel::kSparseHeadsOnMCtaPair;
 }
 
-DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape&) {
+// FP8-cache mode: the sparse decode kernel for this head count (one token per request).
+DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape& shape) {
+  if (shape.fp8_kv_cache) {
+    SparseDecodeShape decode;
+    decode.h_q = shape.h_q;
+    return choose_sparse_kernel(decode);
+  }
   return DecodeKernel::kSparsePrefillHeadsOnM;
 }
 
@@ -216,7 +222,8 @@ Status plan_sparse_prefill(const SparsePrefillShape& shape, const DeviceInfo& de
   result.num_items = shape.s_q;
   result.q_tokens_per_item = 1;
   result.rows_per_item = shape.h_q;
-  result.num_q_groups = sparse_prefill_q_groups(shape.h_q);
+  // FP8-cache mode runs the sparse FP8 decode kernels (their q-groups).
+  result.num_q_groups = shape.fp8_kv_cache ? sparse_q_groups(shape.h_q) : sparse_prefill_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, shape.topk, shape.topk};
   finish_plan(&result, device, options);

@@ -60,12 +60,17 @@ constexpr double kReferenceBudget = 4e10;  // reference multiply-adds per case (
 // ---------------------------------------------------------------------------
 struct DevicePrefill {
   DeviceBuffer<uint16_t> q, kv, out;
+  DeviceBuffer<uint8_t> kv_cache;
   DeviceBuffer<int32_t> indices, topk_length;
   DeviceBuffer<float> sink, max_logits, lse;
 
   void upload_all(const test::SparsePrefillInputs& in) {
     upload(q, in.q);
-    upload(kv, in.kv);
+    if (in.shape.fp8_kv_cache) {
+      upload(kv_cache, in.kv_cache);
+    } else {
+      upload(kv, in.kv);
+    }
     upload(indices, in.indices);
     upload(topk_length, in.topk_length);
     upload(sink, in.attn_sink);
@@ -76,7 +81,8 @@ struct DevicePrefill {
   SparsePrefillParams params(test::SparsePrefillInputs& in) {
     SparsePrefillParams p = in.params();
     p.q = q.ptr;
-    p.kv = kv.ptr;
+    p.kv = in.shape.fp8_kv_cache ? nullptr : kv.ptr;
+    p.kv_cache = in.shape.fp8_kv_cache ? kv_cache.ptr : nullptr;
     p.indices = indices.ptr;
     p.topk_length = in.topk_length.empty() ? nullptr : topk_length.ptr;
     p.attn_sink = in.attn_sink.empty() ? nullptr : sink.ptr;
@@ -198,7 +204,9 @@ void run_on_device(test::SparsePrefillInputs& in, DevicePrefill& dev, const Plan
   DecodePlan plan;
   ASSERT_OK(plan_sparse_prefill(in.shape, device_info(), &plan, options));
   if (options.max_parts == 1) ASSERT_EQ(plan.num_slots, 0);
-  EXPECT_EQ(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
+  // BF16 kv: the prefill kernel; FP8 cache: the sparse decode kernel of the head count.
+  if (!in.shape.fp8_kv_cache) EXPECT_EQ(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
+  if (in.shape.fp8_kv_cache) EXPECT_NE(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
   DeviceBuffer<uint8_t> workspace(plan.workspace.total_bytes);
   ASSERT_CUDA(cudaMemset(workspace.ptr, 0xff, plan.workspace.total_bytes));  // stale garbage
   const SparsePrefillParams params = dev.params(in);
@@ -303,6 +311,34 @@ std::vector<Case> all_cases() {
     config.out_of_range_fraction = 0.3;
     config.negative_fraction = 0.2;
     add("h128_all_invalid", config);
+  }
+  // FP8-cache mode: the 656-byte paged cache read in place (every head count, pages of 64
+  // and 37 tokens, sinks and topk_length, a split single token, padded page strides).
+  for (const int h_q : {8, 16, 32, 64, 128}) {
+    auto config = make_config(21, h_q, 64 * 50, 320);
+    config.fp8_cache_page_size = 64;
+    config.use_topk_length = h_q >= 64;
+    config.use_attn_sink = h_q != 16;
+    add("fp8_cache_h" + std::to_string(h_q) + "_s21_topk320", config);
+  }
+  {
+    auto config = make_config(40, 128, 37 * 80, 512);
+    config.fp8_cache_page_size = 37;
+    config.stride_pad_bytes = 48;
+    config.use_attn_sink = true;
+    add("fp8_cache_h128_page37_padded", config);
+  }
+  {
+    auto config = make_config(1, 64, 64 * 300, 2048);
+    config.fp8_cache_page_size = 64;
+    config.all_invalid_row = false;
+    add("fp8_cache_h64_s1_split", config);
+  }
+  {
+    auto config = make_config(213, 128, 64 * 512, 2048);
+    config.fp8_cache_page_size = 64;
+    config.use_topk_length = true;
+    add("fp8_cache_h128_s213_topk2048", config);
   }
   // Padded strides (rows still 16-byte aligned).
   {

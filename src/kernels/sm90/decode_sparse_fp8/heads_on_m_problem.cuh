@@ -28,7 +28,7 @@ struct HeadsOnMProblem {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr bool kMayClusterSplit = false;
-  static constexpr bool kWritesMaxLogits = false;
+  static constexpr bool kWritesMaxLogits = true;  // when params.max_logits is set (store_max_logit)
   static __device__ __forceinline__ bool clustered(const Params&) { return false; }
 
   static __device__ __forceinline__ heads_on_m::ItemBlocks item_blocks(const Params& params, const PartWork& part,
@@ -102,6 +102,17 @@ struct HeadsOnMProblem {
     const int b = item / params.s_q;
     const int s = item - b * params.s_q;
     return params.lse + b * params.lse_stride_b + int64_t(row.head) * params.lse_stride_h + s;
+  }
+  // Sparse prefill over the FP8 cache only (params.max_logits set): the row max of the scaled logits.
+  static __device__ __forceinline__ void store_max_logit(const Params& params, int item,
+                                                         const heads_on_m::ItemBlocks& blocks,
+                                                         const heads_on_m::QueryRow& row, float max_logit) {
+    if (params.max_logits == nullptr) return;
+    if (blocks.partial) {
+      params.partial_max[int64_t(blocks.slot) * params.h_q + row.head] = max_logit;
+    } else {
+      params.max_logits[int64_t(item) * params.h_q + row.head] = max_logit;
+    }
   }
   // Row of partial_o / partial_lse: [slot, head].
   static __device__ __forceinline__ int64_t partial_row(const Params& params, const heads_on_m::ItemBlocks& blocks,
