@@ -92,6 +92,16 @@ struct PlanOptions {
   // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
   // 2, 4 or 8: always, with that C.
   int cluster_split = 0;
+  // Batch-invariant mode (docs/batch_invariance.md): every item's out and LSE
+  // are bitwise the same whatever else is in the call. Each item is cut into
+  // fixed chunks of chunk_blocks KV blocks, one SM part per chunk; an item of
+  // several chunks is merged by the combine in chunk order. Never the cluster
+  // split; max_parts, min_parts, min_part_cost and cluster_split (other than
+  // 0 or 1) must be left automatic.
+  bool batch_invariant = false;
+  // Batch-invariant mode only: KV blocks per chunk (0: automatic,
+  // batch_invariant_chunk_blocks()); a shape-only constant, never the batch.
+  int chunk_blocks = 0;
 };
 
 // Which planner made a plan; each run accepts only its own family's plans.
@@ -121,6 +131,9 @@ struct DecodePlan {
   DecodeKernel kernel = DecodeKernel::kNone;
   // kDenseColumnSplitCluster: CTAs per cluster (2, 4 or 8); 1 for every other kernel.
   int cluster_size = 1;
+  // Batch-invariant mode: KV blocks per fixed chunk; every part holds one
+  // chunk (or one whole item of one chunk). 0 in the default mode.
+  int chunk_blocks = 0;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
   // The planner's inputs (besides the shape): run() re-plans from its params'
@@ -140,6 +153,20 @@ constexpr size_t partial_accumulator_bytes(int num_parts, int rows_per_item, int
                         : size_t(2) * size_t(num_parts - 1) * size_t(rows_per_item) *
                               size_t(d_v + 1) * sizeof(float);
 }
+
+// Batch-invariant mode: the automatic chunk size, in 64-token KV blocks, from
+// the query rows one item produces (a shape, never the batch). A chunk of an
+// item with several chunks writes rows_per_item * 513 floats of partial
+// results, so wider items take longer chunks to keep that traffic small next
+// to the chunk's KV: 16 blocks (1024 tokens) up to 32 rows, 32 up to 64, 64
+// above.
+constexpr int batch_invariant_chunk_blocks(int rows_per_item) {
+  return rows_per_item <= 32 ? 16 : rows_per_item <= 64 ? 32 : 64;
+}
+// Batch-invariant mode: the plan has one part per possible chunk,
+// num_items * ceil(max blocks / chunk_blocks), and a CUDA grid's y dimension
+// caps it.
+inline constexpr int kMaxBatchInvariantParts = 65535;
 
 // Query rows per CTA (one WGMMA M tile).
 inline constexpr int kQueryRowsPerTile = 64;
