@@ -157,11 +157,14 @@ constexpr size_t partial_accumulator_bytes(int num_parts, int rows_per_item, int
 // Batch-invariant mode: the automatic chunk size, in 64-token KV blocks, from
 // the query rows one item produces (a shape, never the batch). A chunk of an
 // item with several chunks writes rows_per_item * 513 floats of partial
-// results, so wider items take longer chunks to keep that traffic small next
-// to the chunk's KV: 16 blocks (1024 tokens) up to 32 rows, 32 up to 64, 64
-// above.
+// results and costs its CTA's start and end, so wider items take longer
+// chunks: 32 blocks (2048 tokens) up to 32 rows, 64 up to 64, 128 above.
+// NOTE: measured on the H200 (2026-12-01, docs/performance.md): at b = 128,
+// 16-block chunks cost 13-14 % at h_q = 16 and 64-block chunks 11 % at
+// h_q = 128, s_k = 16384; 32 and 128 cost 6-7.5 % and 1 %. At b = 1, h_q = 16,
+// s_k = 16384 the 32-block chunks (8 CTAs) keep 96 % of the default mode.
 constexpr int batch_invariant_chunk_blocks(int rows_per_item) {
-  return rows_per_item <= 32 ? 16 : rows_per_item <= 64 ? 32 : 64;
+  return rows_per_item <= 32 ? 32 : rows_per_item <= 64 ? 64 : 128;
 }
 // Batch-invariant mode: the plan has one part per possible chunk,
 // num_items * ceil(max blocks / chunk_blocks), and a CUDA grid's y dimension

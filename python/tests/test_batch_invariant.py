@@ -18,15 +18,15 @@ def test_plans_carry_the_mode_and_the_chunk():
     invariant = openmla.DensePlan(batch=8, h_q=16, num_pages=64, max_pages_per_seq=64, device=CPU,
                                   batch_invariant=True)
     assert not default.batch_invariant and default.chunk_blocks == 0
-    assert invariant.batch_invariant and invariant.chunk_blocks == 16
-    assert invariant.num_parts == 8 * (64 // 16)  # a part per possible chunk: 4096 tokens, 16-block chunks
+    assert invariant.batch_invariant and invariant.chunk_blocks == 32
+    assert invariant.num_parts == 8 * (64 // 32)  # a part per possible chunk: 4096 tokens, 32-block chunks
     assert invariant.num_slots == invariant.num_parts
     assert invariant.options.batch_invariant
     sparse = openmla.SparsePlan(batch=4, s_q=2, h_q=128, topk=2048, num_pages=16, device=CPU, batch_invariant=True)
-    assert sparse.chunk_blocks == 64 and sparse.num_parts == 8 and sparse.num_slots == 0  # one chunk per row
+    assert sparse.chunk_blocks == 128 and sparse.num_parts == 8 and sparse.num_slots == 0  # one chunk per row
     x = make_dense_inputs([5, 300], h_q=16)
     plan = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table, device=CPU, batch_invariant=True)
-    assert plan.batch_invariant and plan.chunk_blocks == 16
+    assert plan.batch_invariant and plan.chunk_blocks == 32
 
 
 def test_plan_options_binding():

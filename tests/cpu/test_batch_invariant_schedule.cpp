@@ -258,7 +258,7 @@ TEST(BatchInvariantPlan, OptionsThatFixTheSplitAreRefused) {
   EXPECT_EQ(negative.code(), StatusCode::kInvalidArgument);
   // More possible chunks than a grid holds.
   const Status huge = plan_sparse_decode(
-      SparseDecodeShape{.batch = 16384, .s_q = 4, .h_q = 16, .topk = 2048, .page_size = 64, .num_pages = 1 << 12},
+      SparseDecodeShape{.batch = 16384, .s_q = 4, .h_q = 16, .topk = 8192, .page_size = 64, .num_pages = 1 << 12},
       DeviceInfo{}, &plan, kInvariant);
   EXPECT_EQ(huge.code(), StatusCode::kNotSupported);
   EXPECT_NE(huge.message().find("options.batch_invariant"), std::string::npos) << huge.message();

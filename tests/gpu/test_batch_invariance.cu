@@ -261,9 +261,9 @@ TEST_P(DenseBatchInvariant, RequestIsBitwiseTheSameInEveryBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, DenseBatchInvariant,
-    ::testing::Values(DenseCase{DType::kBF16, 16, 1, {}},    // column split, 16-block chunks
+    ::testing::Values(DenseCase{DType::kBF16, 16, 1, {}},    // column split, 32-block chunks
                       DenseCase{DType::kFP16, 16, 1, {}},
-                      DenseCase{DType::kBF16, 128, 1, {}},   // alternate blocks (two query tiles), 64-block chunks
+                      DenseCase{DType::kBF16, 128, 1, {}},   // alternate blocks (two query tiles), 128-block chunks
                       DenseCase{DType::kBF16, 128, 2, PlanOptions{.chunk_blocks = 32}}),  // MTP, causal, shorter chunks
     [](const ::testing::TestParamInfo<DenseCase>& info) {
       return std::string(info.param.dtype == DType::kFP16 ? "fp16" : "bf16") + "_h" +
@@ -384,9 +384,10 @@ TEST_P(SparseBatchInvariant, RequestIsBitwiseTheSameInEveryBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, SparseBatchInvariant,
-    ::testing::Values(SparseCase{16, 1, {}},                              // heads on N, 4 chunks at topk 4096
+    ::testing::Values(SparseCase{16, 1, {}},                              // heads on N, 2 chunks at topk 4096
                       SparseCase{16, 2, {}},
-                      SparseCase{64, 1, {}},                              // heads on M, 2 chunks
+                      SparseCase{64, 1, {}},                              // heads on M, 1 chunk
+                      SparseCase{64, 1, PlanOptions{.chunk_blocks = 16}},  // heads on M, 4 chunks
                       SparseCase{128, 1, {}},                             // CTA pair, 1 chunk
                       SparseCase{128, 2, PlanOptions{.chunk_blocks = 16}}),  // CTA pair, split chunks
     [](const ::testing::TestParamInfo<SparseCase>& info) {
