@@ -18,7 +18,9 @@ the object beside the dataclass fields (attribute `_openmla_workspace`). Later
 calls with the same object (every layer of a step) check their arguments against
 `config` and reuse the workspace. `tile_scheduler_metadata` and `num_splits` are
 left to the caller: a [1, 8] tensor put there (vLLM's batch-invariant mode) makes
-the calls run without a split. OpenMLA rebuilds its schedule on the device from cache_seqlens /
+the calls run in OpenMLA's batch-invariant mode (docs/batch_invariance.md: each request's
+out and LSE bitwise independent of the rest of the batch, still spread over the SMs), as
+does OPENMLA_BATCH_INVARIANT=1 or VLLM_BATCH_INVARIANT=1 in the environment at import. OpenMLA rebuilds its schedule on the device from cache_seqlens /
 topk_length inside every call (also on every CUDA-graph replay), so unlike
 FlashMLA's an object stays valid when the lengths change; only the shapes must stay.
 
@@ -41,6 +43,7 @@ What is not there
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -229,27 +232,40 @@ def flash_mla_with_kvcache(
         _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvcache, indices, attn_sink,
                          topk_length)
 
-    # A caller-made tile_scheduler_metadata [1, 8] (vLLM's batch-invariant mode) means one SM part, no
-    # split, so a request's result does not depend on its batch.
-    max_parts = _caller_parts(meta.tile_scheduler_metadata)
+    # A caller-made tile_scheduler_metadata [1, 8] (vLLM's batch-invariant mode) or the environment
+    # (_BATCH_INVARIANT) asks that a request's result not depend on its batch: OpenMLA's batch-invariant
+    # mode (fixed chunks per request, docs/batch_invariance.md), which keeps the SMs busy, rather than the
+    # single SM part the [1, 8] tensor stands for in FlashMLA.
+    batch_invariant = _BATCH_INVARIANT or _caller_parts(meta.tile_scheduler_metadata) == 1
     eager = _eager.applies(q)
     if indices is not None:
         # ---- sparse decode over the 656-byte FP8 cache ----
         if eager:
             return _eager.sparse_decode(q, k_cache, indices, None, topk_length, attn_sink, float(softmax_scale),
-                                        int(head_dim_v), 0, max_parts, 0, None, _SPARSE, meta, _WORKSPACE_SLOT)
+                                        int(head_dim_v), 0, 0, 0, None, _SPARSE, meta, _WORKSPACE_SLOT,
+                                        batch_invariant)
         return torch.ops.openmla.sparse_decode(q, k_cache, indices, meta.__dict__.get(_WORKSPACE_SLOT), topk_length,
-                                               attn_sink, float(softmax_scale), int(head_dim_v), 0, max_parts, 0)
+                                               attn_sink, float(softmax_scale), int(head_dim_v), 0, 0, 0,
+                                               batch_invariant)
 
     # ---- dense decode ----
     if eager:
         return _eager.dense_decode(q, k_cache, block_table, cache_seqlens, None, None, None, float(softmax_scale),
-                                   bool(causal), int(head_dim_v), 0, max_parts, 0, None, _DENSE, meta,
-                                   _WORKSPACE_SLOT)
+                                   bool(causal), int(head_dim_v), 0, 0, 0, None, _DENSE, meta,
+                                   _WORKSPACE_SLOT, batch_invariant)
     # torch.compile: a workspace filled by an eager call, else the op allocates one per call.
     return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, meta.__dict__.get(_WORKSPACE_SLOT),
                                           None, None, float(softmax_scale), bool(causal), int(head_dim_v), 0,
-                                          max_parts, 0)
+                                          0, 0, batch_invariant)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# Batch-invariant mode for every call of this module: OPENMLA_BATCH_INVARIANT=1, or vLLM's own
+# VLLM_BATCH_INVARIANT=1 (read once, at import).
+_BATCH_INVARIANT = _env_flag("OPENMLA_BATCH_INVARIANT") or _env_flag("VLLM_BATCH_INVARIANT")
 
 
 def _caller_parts(tile_scheduler_metadata) -> int:
