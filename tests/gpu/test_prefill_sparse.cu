@@ -34,12 +34,17 @@
 #include "openmla/plan.h"
 #include "openmla/reference.h"
 #include "test_util/device_buffer.h"
+#include "test_util/device_fill.cuh"
 #include "test_util/mla_inputs.h"
 
 namespace openmla {
 namespace {
 
 using test::device_info;
+using test::fill_bf16_kernel;
+using test::hash32;
+using test::kFillBlocks;
+using test::kFillThreads;
 using test::DeviceBuffer;
 using test::download;
 using test::upload;
@@ -360,28 +365,8 @@ INSTANTIATE_TEST_SUITE_P(PrefillSparseGpu, PrefillSparseCases, ::testing::Values
 
 // ---------------------------------------------------------------------------
 // Large shapes: 64-bit offsets. Values are filled on the device (bf16 from a
-// hash), then copied to the host for the sampled reference.
+// hash, test_util/device_fill.cuh), then copied to the host for the sampled reference.
 // ---------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return uint32_t(x);
-}
-
-// bf16 values roughly N(0, 1) (sum of four uniforms) from a hash of the index.
-__global__ void fill_bf16_kernel(uint16_t* data, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint32_t h = hash32(i * 0x9e3779b97f4a7c15ull + seed);
-    float v = 0.f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) v += float((h >> (8 * k)) & 0xff) * (1.f / 255.f);
-    data[i] = __bfloat16_as_ushort(__float2bfloat16_rn((v - 2.f) * 1.7320508f));
-  }
-}
-
 // Indices [s_q, topk]: valid rows spread over [0, s_kv) (the top end included),
 // every 7th position -1 and every 11th past the end.
 __global__ void fill_indices_kernel(int32_t* indices, int s_q, int topk, int s_kv, uint64_t seed) {
@@ -396,7 +381,6 @@ __global__ void fill_indices_kernel(int32_t* indices, int s_q, int topk, int s_k
   }
 }
 
-constexpr int kFillBlocks = 1024, kFillThreads = 256;
 
 void run_large_case(int s_q, int h_q, int s_kv, int topk, uint64_t seed) {
   test::SparsePrefillInputs in;
