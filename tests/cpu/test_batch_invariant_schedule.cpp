@@ -146,6 +146,39 @@ TEST(BatchInvariantSchedule, SparseItemsDependOnTheirTopkLengthOnly) {
   }
 }
 
+// Sparse prefill: a query token's pieces depend on its own topk_length only, not
+// on the other tokens of the call or their number (BF16 and FP8-cache modes).
+TEST(BatchInvariantSchedule, PrefillTokensDependOnTheirTopkLengthOnly) {
+  std::mt19937_64 rng(11);
+  for (bool fp8_cache : {false, true}) {
+    for (int h_q : {16, 128}) {
+      for (int32_t topk_length : {0, 1, 64, 1000, 2048, 8192}) {
+        ItemPieces first;
+        bool have_first = false;
+        for (int s_q : {1, 7, 64, 4096}) {
+          SparsePrefillShape shape{.s_q = s_q, .h_q = h_q, .s_kv = 1 << 16, .topk = 8192};
+          if (fp8_cache) shape.fp8_kv_cache = true, shape.page_size = 64, shape.num_pages = (1 << 16) / 64;
+          DecodePlan plan;
+          ASSERT_TRUE(plan_sparse_prefill(shape, DeviceInfo{}, &plan, kInvariant).is_ok());
+          if (plan.num_slots > 0) ASSERT_GT(plan.workspace.partial_max.bytes, 0u);  // pieces' max logits
+          std::vector<int32_t> lengths(static_cast<size_t>(s_q));
+          for (int32_t& l : lengths) l = int32_t(rng() % 8193);
+          const int position = int(rng() % s_q);
+          lengths[size_t(position)] = topk_length;
+          const HostSchedule schedule = checked_schedule(plan, lengths);
+          const ItemPieces pieces = pieces_of(schedule, position);
+          if (!have_first) {
+            first = pieces;
+            have_first = true;
+          }
+          EXPECT_EQ(pieces, first) << "fp8 " << fp8_cache << " h_q " << h_q << " topk_length " << topk_length
+                                   << " s_q " << s_q;
+        }
+      }
+    }
+  }
+}
+
 // Random shapes, lengths and SM counts: every invariant plan passes check_plan
 // (which in this mode also requires each part to be one fixed chunk).
 TEST(BatchInvariantSchedule, RandomInputsSatisfyEveryInvariant) {
