@@ -49,12 +49,6 @@ using test::DeviceBuffer;
 using test::download;
 using test::upload;
 
-#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
-#define ASSERT_OK(call)                                                     \
-  do {                                                                      \
-    const Status status_ = (call);                                          \
-    ASSERT_TRUE(status_.is_ok()) << #call << ": " << status_.message();     \
-  } while (0)
 
 constexpr double kOutTolerance = 1e-2;     // rel-L2 per (token, head) row
 constexpr double kLogitTolerance = 1e-3;   // max_logits and LSE, absolute
