@@ -394,6 +394,111 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.options.chunk_blocks > 0 ? "_chunk" + std::to_string(info.param.options.chunk_blocks) : "");
     });
 
+// ---- sparse prefill: a query token's rows do not depend on the other tokens of the call ---------------------
+struct PrefillCase {
+  int h_q, d_qk, fp8_cache_page_size;
+  PlanOptions options;
+};
+
+class PrefillBatchInvariant : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillBatchInvariant, TokenIsBitwiseTheSameInEveryCall) {
+  const PrefillCase c = GetParam();
+  constexpr int kTopk = 4096;
+  const std::vector<int32_t> target_topk = {0, 1, 63, 64, 1000, 1025, kTopk};
+  test::SparsePrefillConfig config;
+  config.s_q = 40;  // the pool of tokens the calls draw from
+  config.h_q = c.h_q;
+  config.d_qk = c.d_qk;
+  config.s_kv = 64 * 160;
+  config.topk = kTopk;
+  config.all_invalid_row = false;
+  config.use_attn_sink = true;  // the combine applies the sink to split tokens
+  config.fp8_cache_page_size = c.fp8_cache_page_size;
+  test::SparsePrefillInputs pool = test::make_sparse_prefill_inputs(config, 41 + c.h_q);
+  std::mt19937_64 rng(13);
+  pool.topk_length.assign(size_t(config.s_q), 0);
+  for (int r = 0; r < config.s_q; ++r) {
+    pool.topk_length[size_t(r)] = r < int(target_topk.size()) ? target_topk[size_t(r)] : int32_t(rng() % (kTopk + 1));
+  }
+  const SparsePrefillShape pool_shape = pool.shape;
+  const size_t out_row_bytes = size_t(pool.out_stride_s) * sizeof(uint16_t);
+  const size_t lse_row_bytes = size_t(c.h_q) * sizeof(float);
+
+  DeviceBuffer<uint16_t> kv;
+  DeviceBuffer<uint8_t> kv_cache;
+  DeviceBuffer<float> sink, max_logits;
+  if (pool_shape.fp8_kv_cache) {
+    test::upload(kv_cache, pool.kv_cache);
+  } else {
+    test::upload(kv, pool.kv);
+  }
+  test::upload(sink, pool.attn_sink);
+  max_logits.allocate(size_t(128) * c.h_q);  // the largest call's [s_q, h_q]
+  DeviceInfo device;
+  ASSERT_TRUE(query_device_info(0, &device).is_ok());
+  PlanOptions options = c.options;
+  options.batch_invariant = true;
+
+  const auto shape_of = [&](int tokens) {
+    SparsePrefillShape shape = pool_shape;
+    shape.s_q = tokens;
+    return shape;
+  };
+  const auto params_of = [&](int tokens, BatchBuffers& b) {
+    SparsePrefillParams p = pool.params();
+    p.shape = shape_of(tokens);
+    p.q = b.q.ptr;
+    p.kv = pool_shape.fp8_kv_cache ? nullptr : kv.ptr;
+    p.kv_cache = pool_shape.fp8_kv_cache ? kv_cache.ptr : nullptr;
+    p.indices = b.index.ptr;
+    p.topk_length = b.lengths.ptr;
+    p.attn_sink = sink.ptr;
+    p.out = b.out.ptr;
+    p.max_logits = max_logits.ptr;
+    p.lse = b.lse.ptr;
+    return p;
+  };
+  const auto plan_for = [&](int tokens, DecodePlan* plan) {
+    return plan_sparse_prefill(shape_of(tokens), device, plan, options);
+  };
+  const auto fill = [&](const std::vector<int>& rows, BatchBuffers& b, cudaStream_t stream) {
+    std::vector<int> pool_rows(rows);
+    for (int& r : pool_rows) r = std::min(r, pool_shape.s_q - 1);
+    std::vector<uint16_t> q;
+    std::vector<int32_t> indices, lengths;
+    gather_rows(pool_rows, pool.q.data(), pool.q_stride_s, &q);
+    gather_rows(pool_rows, pool.indices.data(), pool.indices_stride_s, &indices);
+    gather_rows(pool_rows, pool.topk_length.data(), 1, &lengths);
+    const size_t q_bytes = q.size() * sizeof(uint16_t);
+    if (b.q.count < q_bytes) b.q.allocate(q_bytes);
+    if (b.index.count < indices.size()) b.index.allocate(indices.size());
+    if (b.lengths.count < lengths.size()) b.lengths.allocate(lengths.size());
+    ASSERT_CUDA(cudaMemcpyAsync(b.q.ptr, q.data(), q_bytes, cudaMemcpyHostToDevice, stream));
+    upload_into(b.index, indices, stream);
+    upload_into(b.lengths, lengths, stream);
+  };
+  const auto run = [&](int tokens, const DecodePlan& plan, BatchBuffers& b, cudaStream_t stream) {
+    return sparse_prefill_run(params_of(tokens, b), plan, b.workspace.ptr, b.workspace.count, stream);
+  };
+  std::vector<int> targets(target_topk.begin(), target_topk.end());
+  std::vector<RequestResult> baselines;
+  ASSERT_NO_FATAL_FAILURE(check_invariance("prefill", targets, pool_shape.s_q, out_row_bytes, lse_row_bytes, plan_for,
+                                           fill, run, &baselines));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PrefillBatchInvariant,
+    ::testing::Values(PrefillCase{16, kHeadDimQK, 0, {}},                                 // padded tile, 2 chunks
+                      PrefillCase{128, kHeadDimQK, 0, PlanOptions{.chunk_blocks = 16}},   // split chunks
+                      PrefillCase{64, kHeadDimLatent, 0, {}},                             // d_qk 512
+                      PrefillCase{64, kHeadDimQK, 64, PlanOptions{.chunk_blocks = 16}}),  // FP8 cache
+    [](const ::testing::TestParamInfo<PrefillCase>& info) {
+      return "h" + std::to_string(info.param.h_q) + "_d" + std::to_string(info.param.d_qk) +
+             (info.param.fp8_cache_page_size > 0 ? "_fp8cache" : "") +
+             (info.param.options.chunk_blocks > 0 ? "_chunk" + std::to_string(info.param.options.chunk_blocks) : "");
+    });
+
 // ---- the schedule kernel builds the host's bytes for invariant plans ---------------------------------------
 TEST(BatchInvariantScheduleGpu, DeviceScheduleMatchesHostBytes) {
   std::mt19937_64 rng(11);
