@@ -228,6 +228,16 @@ Status validate_sparse_decode_shape(const char* entry, const SparseDecodeShape& 
   return check_token_space(entry, s.num_pages, s.page_size);
 }
 
+// The 656-byte paged FP8 cache (sparse decode, sparse prefill's FP8-cache mode): byte
+// strides; 656 = 41 * 16, so tokens inside a page stay 16-byte aligned.
+namespace {
+Status check_sparse_fp8_cache_layout(const char* entry, int page_size, int num_pages, int64_t stride_page_bytes) {
+  const int64_t page_bytes = int64_t(page_size) * kSparseFp8TokenBytes;
+  return check_layout(entry, {"kv_cache", 1, "page_size * 656", page_bytes, true},
+                      {{"num_pages", num_pages, "kv_stride_page_bytes", stride_page_bytes}});
+}
+}  // namespace
+
 Status validate_sparse_decode(const char* entry, const SparseDecodeParams& p) {
   const SparseDecodeShape& s = p.shape;
   OPENMLA_RETURN_IF_ERROR(validate_sparse_decode_shape(entry, s));
@@ -241,11 +251,7 @@ Status validate_sparse_decode(const char* entry, const SparseDecodeParams& p) {
   OPENMLA_RETURN_IF_ERROR(check_aligned(entry, "topk_length", p.topk_length, kScalarAlignment));
   OPENMLA_RETURN_IF_ERROR(check_aligned(entry, "attn_sink", p.attn_sink, kScalarAlignment));
 
-  // ---- cache: byte strides; 656 = 41 * 16, so tokens inside a page stay aligned ----
-  const int64_t page_bytes = int64_t(s.page_size) * kSparseFp8TokenBytes;
-  OPENMLA_RETURN_IF_ERROR(
-      check_layout(entry, {"kv_cache", 1, "page_size * 656", page_bytes, true},
-                   {{"num_pages", s.num_pages, "kv_stride_page_bytes", p.kv_stride_page_bytes}}));
+  OPENMLA_RETURN_IF_ERROR(check_sparse_fp8_cache_layout(entry, s.page_size, s.num_pages, p.kv_stride_page_bytes));
 
   // ---- strides ----
   const size_t bf16_bytes = dtype_size(DType::kBF16);
@@ -308,10 +314,7 @@ Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& p) 
   }
   if (s.fp8_kv_cache) {
     OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "kv_cache", p.kv_cache, kTileAlignment));
-    const int64_t page_bytes = int64_t(s.page_size) * kSparseFp8TokenBytes;
-    OPENMLA_RETURN_IF_ERROR(
-        check_layout(entry, {"kv_cache", 1, "page_size * 656", page_bytes, true},
-                     {{"num_pages", s.num_pages, "kv_stride_page_bytes", p.kv_stride_page_bytes}}));
+    OPENMLA_RETURN_IF_ERROR(check_sparse_fp8_cache_layout(entry, s.page_size, s.num_pages, p.kv_stride_page_bytes));
   } else {
     OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "kv", p.kv, kTileAlignment));
   }

@@ -67,6 +67,38 @@ void read_row(const BatchBuffers& buffers, int row, size_t out_row_bytes, size_t
                          lse_row_bytes, cudaMemcpyDeviceToHost));
 }
 
+// The sparse families' calls: `rows` of the pool (clamped to its last row) as the
+// call's q rows, index rows and lengths, copied into the buffers (grown as needed).
+void fill_sparse_rows(const std::vector<int>& rows, int pool_rows_count, const uint16_t* pool_q, int64_t q_row_elems,
+                      const int32_t* pool_indices, int64_t index_row_elems, const int32_t* pool_lengths,
+                      BatchBuffers& b, cudaStream_t stream) {
+  std::vector<int> pool_rows(rows);
+  for (int& r : pool_rows) r = std::min(r, pool_rows_count - 1);
+  std::vector<uint16_t> q;
+  std::vector<int32_t> indices, lengths;
+  gather_rows(pool_rows, pool_q, q_row_elems, &q);
+  gather_rows(pool_rows, pool_indices, index_row_elems, &indices);
+  gather_rows(pool_rows, pool_lengths, 1, &lengths);
+  const size_t q_bytes = q.size() * sizeof(uint16_t);
+  if (b.q.count < q_bytes) b.q.allocate(q_bytes);
+  if (b.index.count < indices.size()) b.index.allocate(indices.size());
+  if (b.lengths.count < lengths.size()) b.lengths.allocate(lengths.size());
+  ASSERT_CUDA(cudaMemcpyAsync(b.q.ptr, q.data(), q_bytes, cudaMemcpyHostToDevice, stream));
+  upload_into(b.index, indices, stream);
+  upload_into(b.lengths, lengths, stream);
+}
+
+// Per-row topk_length of a sparse pool: the targets' lengths first, random ones after.
+template <class Lengths>
+void assign_target_lengths(Lengths& lengths, int count, const std::vector<int32_t>& targets, int32_t topk,
+                           uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  lengths.assign(size_t(count), 0);
+  for (int r = 0; r < count; ++r) {
+    lengths[size_t(r)] = r < int(targets.size()) ? targets[size_t(r)] : int32_t(rng() % uint64_t(topk + 1));
+  }
+}
+
 void expect_bitwise_equal(const RequestResult& got, const RequestResult& want, const std::string& where) {
   ASSERT_EQ(got.out.size(), want.out.size());
   ASSERT_EQ(got.lse.size(), want.lse.size());
@@ -292,11 +324,7 @@ TEST_P(SparseBatchInvariant, RequestIsBitwiseTheSameInEveryBatch) {
   config.use_topk_length = false;  // every index position filled; topk_length set below
   config.use_attn_sink = true;     // the combine applies the sink to split items
   test::SparseDecodeInputs pool = test::make_sparse_decode_inputs(config, 31 + c.h_q);
-  std::mt19937_64 rng(9);
-  pool.topk_length.assign(size_t(config.batch), 0);
-  for (int r = 0; r < config.batch; ++r) {
-    pool.topk_length[size_t(r)] = r < int(target_topk.size()) ? target_topk[size_t(r)] : int32_t(rng() % (kTopk + 1));
-  }
+  assign_target_lengths(pool.topk_length, config.batch, target_topk, kTopk, 9);
   const SparseDecodeShape pool_shape = pool.shape;
   const size_t out_row_bytes = size_t(pool.out_stride_b) * sizeof(uint16_t);
   const size_t lse_row_bytes = size_t(pool.lse_stride_b) * sizeof(float);
@@ -331,20 +359,8 @@ TEST_P(SparseBatchInvariant, RequestIsBitwiseTheSameInEveryBatch) {
     return plan_sparse_decode(shape_of(batch), device, plan, options);
   };
   const auto fill = [&](const std::vector<int>& rows, BatchBuffers& b, cudaStream_t stream) {
-    std::vector<int> pool_rows(rows);
-    for (int& r : pool_rows) r = std::min(r, pool_shape.batch - 1);
-    std::vector<uint16_t> q;
-    std::vector<int32_t> indices, lengths;
-    gather_rows(pool_rows, pool.q.data(), pool.q_stride_b, &q);
-    gather_rows(pool_rows, pool.indices.data(), pool.indices_stride_b, &indices);
-    gather_rows(pool_rows, pool.topk_length.data(), 1, &lengths);
-    const size_t q_bytes = q.size() * sizeof(uint16_t);
-    if (b.q.count < q_bytes) b.q.allocate(q_bytes);
-    if (b.index.count < indices.size()) b.index.allocate(indices.size());
-    if (b.lengths.count < lengths.size()) b.lengths.allocate(lengths.size());
-    ASSERT_CUDA(cudaMemcpyAsync(b.q.ptr, q.data(), q_bytes, cudaMemcpyHostToDevice, stream));
-    upload_into(b.index, indices, stream);
-    upload_into(b.lengths, lengths, stream);
+    fill_sparse_rows(rows, pool_shape.batch, pool.q.data(), pool.q_stride_b, pool.indices.data(),
+                     pool.indices_stride_b, pool.topk_length.data(), b, stream);
   };
   const auto run = [&](int batch, const DecodePlan& plan, BatchBuffers& b, cudaStream_t stream) {
     return sparse_decode_run(params_of(batch, b), plan, b.workspace.ptr, b.workspace.count, stream);
@@ -416,11 +432,7 @@ TEST_P(PrefillBatchInvariant, TokenIsBitwiseTheSameInEveryCall) {
   config.use_attn_sink = true;  // the combine applies the sink to split tokens
   config.fp8_cache_page_size = c.fp8_cache_page_size;
   test::SparsePrefillInputs pool = test::make_sparse_prefill_inputs(config, 41 + c.h_q);
-  std::mt19937_64 rng(13);
-  pool.topk_length.assign(size_t(config.s_q), 0);
-  for (int r = 0; r < config.s_q; ++r) {
-    pool.topk_length[size_t(r)] = r < int(target_topk.size()) ? target_topk[size_t(r)] : int32_t(rng() % (kTopk + 1));
-  }
+  assign_target_lengths(pool.topk_length, config.s_q, target_topk, kTopk, 13);
   const SparsePrefillShape pool_shape = pool.shape;
   const size_t out_row_bytes = size_t(pool.out_stride_s) * sizeof(uint16_t);
   const size_t lse_row_bytes = size_t(c.h_q) * sizeof(float);
@@ -463,20 +475,8 @@ TEST_P(PrefillBatchInvariant, TokenIsBitwiseTheSameInEveryCall) {
     return plan_sparse_prefill(shape_of(tokens), device, plan, options);
   };
   const auto fill = [&](const std::vector<int>& rows, BatchBuffers& b, cudaStream_t stream) {
-    std::vector<int> pool_rows(rows);
-    for (int& r : pool_rows) r = std::min(r, pool_shape.s_q - 1);
-    std::vector<uint16_t> q;
-    std::vector<int32_t> indices, lengths;
-    gather_rows(pool_rows, pool.q.data(), pool.q_stride_s, &q);
-    gather_rows(pool_rows, pool.indices.data(), pool.indices_stride_s, &indices);
-    gather_rows(pool_rows, pool.topk_length.data(), 1, &lengths);
-    const size_t q_bytes = q.size() * sizeof(uint16_t);
-    if (b.q.count < q_bytes) b.q.allocate(q_bytes);
-    if (b.index.count < indices.size()) b.index.allocate(indices.size());
-    if (b.lengths.count < lengths.size()) b.lengths.allocate(lengths.size());
-    ASSERT_CUDA(cudaMemcpyAsync(b.q.ptr, q.data(), q_bytes, cudaMemcpyHostToDevice, stream));
-    upload_into(b.index, indices, stream);
-    upload_into(b.lengths, lengths, stream);
+    fill_sparse_rows(rows, pool_shape.s_q, pool.q.data(), pool.q_stride_s, pool.indices.data(),
+                     pool.indices_stride_s, pool.topk_length.data(), b, stream);
   };
   const auto run = [&](int tokens, const DecodePlan& plan, BatchBuffers& b, cudaStream_t stream) {
     return sparse_prefill_run(params_of(tokens, b), plan, b.workspace.ptr, b.workspace.count, stream);
