@@ -8,7 +8,7 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
   sparse         656-byte FP8 cache, topk 2048, b in {64,128}, h_q in {64,128}, s_q in {1,2}
   sparse_narrow  h_q in {8,16,32} native against FlashMLA padded to 64 heads (as vLLM pads), b in {64,128}
   long_query     b=4, h_q=128, s_k=4096, causal, s_q in {64,67,100,128,256,512,1024}
-  dense_fp8      the fork's dense FP8 kernel on the dense_long/short shapes (OpenMLA: when it has the kernel)
+  dense_fp8      dense_long/short shapes in FP8 beside the vLLM fork's dense FP8 kernel, + h_q=128 s_q>=67
   prefill        sparse prefill s_q=4096, topk 2048, d_qk 576 and 512, h_q 16 (OpenMLA only), 64, 128;
                  FP8-cache mode (OpenMLA only) at h_q 16, 64, 128
 Every case also checks that the libraries agree (rel-L2 of the outputs, where both ran).
@@ -247,9 +247,19 @@ def build_cases() -> List[Case]:
                 dense("dense_short", b, s_q, h_q, 1024, False, s_q > 1)
     for s_q in (64, 67, 100, 128, 256, 512, 1024):
         dense("long_query", 4, s_q, 128, 4096, False, True)
-    for b, h_q, s_q, s_k, spread in ((128, 16, 1, 16384, True), (128, 128, 2, 16384, True), (128, 128, 1, 4096, True),
-                                     (128, 64, 2, 16384, True), (1, 16, 1, 1024, False), (128, 128, 1, 1024, False)):
-        dense("dense_fp8", b, s_q, h_q, s_k, spread, s_q > 1, torch.float8_e4m3fn)
+    # Dense FP8 (#23): the BF16 matrix (dense_long, dense_short) with e4m3 q and KV, beside the vLLM
+    # fork's kernel, plus the long query blocks the fork cannot run (h_q = 128, s_q >= 67).
+    fp8 = torch.float8_e4m3fn
+    for s_k in (4096, 16384):
+        for h_q in (16, 32, 64, 128):
+            for s_q in (1, 2):
+                dense("dense_fp8", 128, s_q, h_q, s_k, True, s_q > 1, fp8)
+    for b in (1, 32, 128):
+        for h_q in (16, 128):
+            for s_q in (1, 4):
+                dense("dense_fp8", b, s_q, h_q, 1024, False, s_q > 1, fp8)
+    for s_q in (67, 128, 1024):
+        dense("dense_fp8", 4, s_q, 128, 4096, False, True, fp8)
 
     def sparse(group, b, s_q, h_q, pad):
         name = f"sparse b={b} h_q={h_q} s_q={s_q} topk=2048" + (f" (peer padded to {pad})" if pad else "")

@@ -9,8 +9,10 @@
 namespace openmla {
 
 // ---- dense decode ------------------------------------------------------------------
-// Q, KV and out share one dtype: bf16 or fp16 (fp8 KV: CPU reference only for now).
+// Q, KV and out share one dtype, bf16 or fp16; or e4m3 Q and KV (per-tensor
+// scales) with bf16 out.
 constexpr bool dense_decode_gpu_dtype(DType q, DType kv, DType out) {
+  if (kv == DType::kFP8E4M3) return q == kv && out == DType::kBF16;
   return (kv == DType::kBF16 || kv == DType::kFP16) && q == kv && out == kv;
 }
 // d_qk 576 (latent + RoPE) or 512 (latent only), d_v 512.

@@ -31,9 +31,14 @@ What is not there
 -----------------
 - extra_k_cache / extra_indices_in_kvcache / extra_topk_length (the second cache of
   FlashMLA's d_qk = 512 model family) raise NotImplementedError naming the argument.
-- Dense FP8 (is_fp8_kvcache=True without indices): 9241ae3 has no descale arguments;
-  openmla.flash_mla_tensor_metadata.flash_mla_with_kvcache_fp8 has vLLM's FP8 names
-  (CPU reference only until the dense FP8 kernel exists).
+- Dense FP8 (is_fp8_kvcache=True without indices): 9241ae3 has no descale arguments.
+  vLLM's dense FP8 entries are here under vLLM's names and signatures instead
+  (from openmla.flash_mla_tensor_metadata, whose metadata are tensors):
+  get_mla_metadata_dense_fp8(cache_seqlens, num_q_tokens_per_head_k, num_heads_k)
+  and flash_mla_with_kvcache_fp8(q, k_cache, block_table, cache_seqlens,
+  head_dim_v, tile_scheduler_metadata, num_splits, softmax_scale=None,
+  causal=False, descale_q=None, descale_k=None) -> (out, lse); e4m3 q and cache,
+  bf16 out, on the GPU kernel with FP8 S = Q.K^T.
 - flash_attn_varlen_func and its packed forms are FlashMLA's SM100 dense prefill:
   they exist so that imports work, and raise NotImplementedError.
 - flash_mla_sparse_fwd also takes sparse decode's 656-byte FP8 cache as kv
@@ -52,6 +57,8 @@ import openmla
 from openmla import _eager
 from openmla._api import _sparse_prefill
 from openmla._tensors import check_sm_scale, d_v_arg, softmax_scale_arg
+# vLLM's dense FP8 names (tensor metadata), re-exported with their signatures.
+from openmla.flash_mla_tensor_metadata import flash_mla_with_kvcache_fp8, get_mla_metadata_dense_fp8
 
 __version__ = openmla.__version__
 
@@ -63,6 +70,8 @@ __all__ = [
     "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func",
     "flash_mla_sparse_fwd",
+    "get_mla_metadata_dense_fp8",
+    "flash_mla_with_kvcache_fp8",
 ]
 
 _ENTRY = "flash_mla_with_kvcache"

@@ -91,6 +91,13 @@ def test_signatures_match_the_peers(module, recorded):
         assert _recorded(getattr(module, name)) == parameters, name
 
 
+def test_flash_mla_has_vllms_dense_fp8_names():
+    # The drop-in: vLLM's dense FP8 entries importable from openmla.flash_mla, vLLM's signatures.
+    for name in ("get_mla_metadata_dense_fp8", "flash_mla_with_kvcache_fp8"):
+        assert name in flash_mla.__all__, name
+        assert _recorded(getattr(flash_mla, name)) == TENSOR_METADATA[name], name
+
+
 def test_flash_mla_exports_and_dataclass():
     assert set(FLASH_MLA_9241AE3_ALL) <= set(flash_mla.__all__)
     assert isinstance(flash_mla.__version__, str)

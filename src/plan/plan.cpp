@@ -211,6 +211,7 @@ const char* decode_kernel_name(DecodeKernel kernel) {
 // hold whole blocks) and only pays once two or more query tiles share each KV
 // block (compute-bound); the cluster split always runs the column-split kernel.
 DecodeKernel choose_dense_kernel(const DenseDecodeShape& shape, int cluster_size) {
+  if (shape.kv_dtype == DType::kFP8E4M3) return DecodeKernel::kDenseColumnSplit;  // the one FP8 kernel
   if (cluster_size > 1) return DecodeKernel::kDenseColumnSplitCluster;
   if (shape.d_qk == kHeadDimQK && shape.page_size % kKvBlockTokens == 0 && dense_query_tiles(shape) >= 2) {
     return DecodeKernel::kDenseAlternateBlocks;
@@ -242,6 +243,12 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   OPENMLA_RETURN_IF_ERROR(detail::validate_dense_decode_shape(kEntry, shape));
   OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
 
+  if (shape.kv_dtype == DType::kFP8E4M3 && options.cluster_split > 1) {
+    return Status::invalid_argument(std::string(kEntry) + ": argument 'options.cluster_split' = " +
+                                    std::to_string(options.cluster_split) +
+                                    " has no fp8_e4m3 kernel: expected 0 (automatic) or 1 (never) for kv_dtype fp8_e4m3");
+  }
+
   DecodePlan result;
   result.family = PlanFamily::kDenseDecode;
   result.num_items = shape.batch;
@@ -252,7 +259,10 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
   OPENMLA_RETURN_IF_ERROR(validate_batch_invariant(kEntry, result, options));
   finish_plan(&result, device, options);
-  const int cluster_split = choose_cluster_split(result, dense_rows_per_kv_head(shape), device, options);
+  // NOTE: the FP8 kernel has no cluster merge (its shared memory is laid out differently).
+  const int cluster_split = shape.kv_dtype == DType::kFP8E4M3
+                                ? 0
+                                : choose_cluster_split(result, dense_rows_per_kv_head(shape), device, options);
   result.cluster_size = cluster_split > 1 ? cluster_split : 1;
   result.kernel = choose_dense_kernel(shape, result.cluster_size);
   result.fingerprint = decode_plan_fingerprint(result);

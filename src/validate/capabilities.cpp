@@ -15,7 +15,7 @@ Status check_dense_decode_gpu(const char* entry, const DenseDecodeShape& s) {
     return argument_error(StatusCode::kNotSupported, entry, "kv_dtype", "has no GPU kernel",
                           std::string("(q, kv, out) = (") + dtype_name(s.q_dtype) + ", " + dtype_name(s.kv_dtype) +
                               ", " + dtype_name(s.out_dtype) + ")",
-                          "(bf16, bf16, bf16) or (fp16, fp16, fp16) (fp8 runs on the CPU reference only)");
+                          "(bf16, bf16, bf16), (fp16, fp16, fp16) or (fp8_e4m3, fp8_e4m3, bf16)");
   }
   if (!dense_decode_gpu_head_dims(s.d_qk, s.d_v)) {
     return argument_error(StatusCode::kNotSupported, entry, "d_qk", "has no GPU kernel",

@@ -141,7 +141,15 @@ struct DenseDecodeConfig {
   int extra_table_columns = 1;  // block-table columns past the longest request (garbage)
   int stride_pad_bytes = 0;     // extra bytes on every strided dim (multiple of 16)
   float softmax_scale = 0.0f;   // 0: 1 / sqrt(d_qk)
+  // fp8: > 0 fixes the tensor's dequant scale (e.g. 2^-8, 2^8): codes are then
+  // N(0, kFixedScaleCodeStd) and values codes * scale; 0 derives it from amax.
+  float fp8_q_scale = 0.0f;
+  float fp8_kv_scale = 0.0f;
 };
+
+// Spread of the e4m3 codes under a fixed scale: well inside the 448 range, and
+// wide enough to use every exponent from subnormal up.
+inline constexpr float kFixedScaleCodeStd = 2.0f;
 
 struct DenseDecodeInputs {
   DenseDecodeShape shape;
@@ -304,10 +312,14 @@ inline DenseDecodeInputs make_dense_decode_inputs(const DenseDecodeConfig& confi
                              g * in.kv_stride_head + d);
     }
   }
-  const auto fill = [&](const std::vector<int64_t>& slots, HostVector<uint8_t>& bytes, float* scale) {
+  const auto fill = [&](const std::vector<int64_t>& slots, HostVector<uint8_t>& bytes, float* scale,
+                        float fixed_scale) {
     std::vector<float> values(slots.size());
     for (float& v : values) v = rng.normal();
-    if (config.dtype == DType::kFP8E4M3) {
+    if (config.dtype == DType::kFP8E4M3 && fixed_scale > 0.0f) {
+      *scale = fixed_scale;
+      for (size_t i = 0; i < slots.size(); ++i) bytes[slots[i]] = float_to_e4m3_bits(values[i] * kFixedScaleCodeStd);
+    } else if (config.dtype == DType::kFP8E4M3) {
       std::vector<uint8_t> codes(values.size());
       *scale = quantize_e4m3_per_tensor(values.data(), values.size(), codes.data());
       for (size_t i = 0; i < slots.size(); ++i) bytes[slots[i]] = codes[i];
@@ -315,8 +327,8 @@ inline DenseDecodeInputs make_dense_decode_inputs(const DenseDecodeConfig& confi
       for (size_t i = 0; i < slots.size(); ++i) store_half(config.dtype, bytes.data(), slots[i], values[i]);
     }
   };
-  fill(q_slots, in.q, in.q_scale.data());
-  fill(kv_slots, in.kv_cache, in.kv_scale.data());
+  fill(q_slots, in.q, in.q_scale.data(), config.fp8_q_scale);
+  fill(kv_slots, in.kv_cache, in.kv_scale.data(), config.fp8_kv_scale);
   return in;
 }
 

@@ -24,6 +24,22 @@ __device__ __forceinline__ void wgmma_issue(TiledMma& tiled_mma, const TensorA& 
   warpgroup_commit_batch();
 }
 
+// The same over k-blocks [kBegin, kEnd) only.
+template <bool kOverwrite, int kBegin, int kEnd, class TiledMma, class TensorA, class TensorB, class TensorC>
+__device__ __forceinline__ void wgmma_issue_range(TiledMma& tiled_mma, const TensorA& tA, const TensorB& tB,
+                                                  TensorC& tC) {
+  using namespace cute;
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  tiled_mma.accumulate_ = kOverwrite ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+#pragma unroll
+  for (int k = kBegin; k < kEnd; ++k) {
+    gemm(tiled_mma, tA(_, _, k), tB(_, _, k), tC);
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+}
+
 // C += A.B
 template <class TiledMma, class TensorA, class TensorB, class TensorC>
 __device__ __forceinline__ void wgmma_accumulate(TiledMma& tiled_mma, const TensorA& tA, const TensorB& tB,

@@ -76,6 +76,8 @@ struct KernelParams {
   float* partial_o;    // [num_slots, rows_per_item, 512]; null when nothing splits
   float* partial_lse;  // [num_slots, rows_per_item]
   const PartWork* parts;  // [num_parts]
+  const float* q_scale;   // [1]; FP8 only (null otherwise): dequantised q = e4m3 * q_scale
+  const float* kv_scale;  // [1]; FP8 only (null otherwise)
 
   float scale_log2;  // softmax_scale * log2(e)
   int s_q;

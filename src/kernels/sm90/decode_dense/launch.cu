@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/sm90/decode_dense/config.h"
+#include "kernels/sm90/decode_dense_fp8/launch.h"
 #include "openmla/types.h"
 
 #ifndef OPENMLA_ENABLE_FP16
@@ -93,10 +94,15 @@ Status encode_kv_tensor_map(const DenseDecodeParams& params, int box_tokens, CUt
   const cuuint64_t strides[3] = {head_stride, token_stride, page_stride};
   const cuuint32_t box[4] = {cuuint32_t(kChunkCols), 1, cuuint32_t(box_tokens), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType dtype =
-      shape.kv_dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  // A 64-column box row is 128 bytes of bf16/fp16 (128B swizzle) or 64 bytes
+  // of e4m3 (64B swizzle), matching the kernels' shared-memory atoms.
+  const bool fp8 = shape.kv_dtype == DType::kFP8E4M3;
+  const CUtensorMapDataType dtype = fp8                                ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                    : shape.kv_dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapSwizzle swizzle = fp8 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
   const CUresult result = encode(map, dtype, 4, const_cast<void*>(params.kv_cache), dims, strides, box,
-                                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     return Status::invalid_argument(
@@ -154,6 +160,8 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
   kp.partial_o = partial_o;
   kp.partial_lse = partial_lse;
   kp.parts = parts;
+  kp.q_scale = params.q_scale;
+  kp.kv_scale = params.kv_scale;
   kp.scale_log2 = params.softmax_scale * kLog2e;
   kp.s_q = shape.s_q;
   kp.h_q = shape.h_q;
@@ -170,6 +178,16 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
   const dim3 grid = clustered ? dim3(unsigned(shape.batch * cluster), unsigned(plan.num_q_groups))
                               : dim3(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
   const bool bf16 = shape.kv_dtype == DType::kBF16;
+  if (shape.kv_dtype == DType::kFP8E4M3) {
+    // One FP8 kernel: the column split without clusters (plan_dense_decode).
+    if (plan.kernel != DecodeKernel::kDenseColumnSplit) {
+      return Status::invalid_argument(std::string(kEntry) + ": argument 'plan' names kernel " +
+                                      decode_kernel_name(plan.kernel) +
+                                      " for an fp8_e4m3 call: expected a plan from plan_dense_decode for this shape");
+    }
+    return shape.d_qk == kHeadDimQK ? decode_dense_fp8::launch_kernel<kHeadDimQK>(kp, grid, stream)
+                                    : decode_dense_fp8::launch_kernel<kHeadDimLatent>(kp, grid, stream);
+  }
   switch (plan.kernel) {
     case DecodeKernel::kDenseAlternateBlocks:
       if (shape.d_qk != kHeadDimQK) break;

@@ -95,10 +95,22 @@ struct DenseProblem {
     }
   }
 
+  // Softmax scale (log2 domain) of the raw scores: FP8 inputs fold in their
+  // per-tensor descales, read on the device so graph replays may change them.
+  static __device__ __forceinline__ float score_scale_log2(const Params& params) {
+    if (params.q_scale == nullptr) return params.scale_log2;
+    // NOTE: a descale that is not positive and finite cannot be refused from the
+    // device: it turns every score, hence out and lse, into NaN (loud, not wrong).
+    const float descale = __ldg(params.q_scale) * __ldg(params.kv_scale);
+    return descale > 0.0f && descale < INFINITY ? params.scale_log2 * descale : NAN;
+  }
+
   // row_max: log2 domain; row_sum: whole-row sum. 0 for a row that saw nothing.
-  static __device__ __forceinline__ float row_norm(const Params&, int, const ItemBlocks&, const QueryRow&, float,
-                                                   float row_sum) {
-    return row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
+  // FP8: V's descale applies to the whole row, once, here.
+  static __device__ __forceinline__ float row_norm(const Params& params, int, const ItemBlocks&, const QueryRow&,
+                                                   float, float row_sum) {
+    if (!(row_sum > 0.0f)) return 0.0f;
+    return (params.kv_scale == nullptr ? 1.0f : __ldg(params.kv_scale)) / row_sum;
   }
 
   static __device__ __forceinline__ Element* out_row(const Params& params, int item, const QueryRow& row) {

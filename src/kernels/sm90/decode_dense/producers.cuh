@@ -27,7 +27,7 @@ namespace openmla::kernels::decode_dense {
 
 template <class Traits>
 struct Producers {
-  using Element = typename Traits::Element;
+  using Element = typename Traits::ElementQK;  // of Q and the K/V stages
   using SharedStorage = typename Traits::SharedStorage;
 
   // ---- producer: K/V ring (warp 0) --------------------------------------------------------
@@ -48,8 +48,8 @@ struct Producers {
       const ItemBlocks blocks = item_blocks(params, part, item);
       const int32_t* table = params.block_table + int64_t(item) * params.block_table_stride_b;  // [max_pages]
       for (int block = blocks.begin_block; block < blocks.end_block; ++block, ++block_counter) {
-        const int stage = block_counter % kNumStages;
-        const uint32_t phase = (block_counter / kNumStages) & 1;
+        const int stage = block_counter % Traits::kNumStages;
+        const uint32_t phase = (block_counter / Traits::kNumStages) & 1;
         const int first_token = block * BLOCK_N;
         const int valid = block_valid_tokens(blocks.length, block);
         const int num_boxes = (valid + params.box_tokens - 1) / params.box_tokens;

@@ -20,6 +20,7 @@ namespace openmla::kernels::heads_on_m {
 template <class Traits>
 struct ConsumerSteps {
   using Element = typename Traits::Element;
+  using ElementQK = typename Traits::ElementQK;
   using SharedStorage = typename Traits::SharedStorage;
 
   // ---- consumer: zero the V rows past the valid tokens ---------------------------------------------
@@ -53,7 +54,7 @@ struct ConsumerSteps {
   // ---- consumer: S = Q.K^T (issued, not waited) -------------------------------------------------
   // The caller waits with warpgroup_wait<N>() and fences tSrS afterwards.
   template <class TiledMma, class TensorS>
-  static __device__ __forceinline__ void issue_qk(TiledMma& tiled_mma, Element* q_base, Element* stage_base,
+  static __device__ __forceinline__ void issue_qk(TiledMma& tiled_mma, ElementQK* q_base, ElementQK* stage_base,
                                                   int thread, TensorS& tSrS) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(opaque(q_base)), typename Traits::SmemLayoutQ{});      // (64, d_qk)
@@ -61,7 +62,37 @@ struct ConsumerSteps {
     auto thr_mma = tiled_mma.get_thread_slice(thread);
     Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA, 1, d_qk/16)
     Tensor tSrK = thr_mma.partition_fragment_B(sK);  // (MMA, 1, d_qk/16)
-    common::wgmma_product(tiled_mma, tSrQ, tSrK, tSrS);
+    if constexpr (Traits::kQkPromoteKBlocks > 0) {
+      issue_qk_promoted(tiled_mma, tSrQ, tSrK, tSrS);
+    } else {
+      common::wgmma_product(tiled_mma, tSrQ, tSrK, tSrS);
+    }
+  }
+
+  // S = Q.K^T as pieces of kQkPromoteKBlocks k-blocks, each from a zero
+  // accumulator, summed in fp32 registers (done on return).
+  // NOTE: FP8 WGMMA keeps only ~14 bits when it adds into its accumulator
+  // (DeepSeek-V3 report, sec. 3.3.2): 18 k-blocks of 32 in one accumulator
+  // left LSE errors of 2.6e-3 at logits ~2; summing short pieces in fp32
+  // bounds the loss by one piece's.
+  template <class TiledMma, class TensorQ, class TensorK, class TensorS>
+  static __device__ __forceinline__ void issue_qk_promoted(TiledMma& tiled_mma, const TensorQ& tSrQ,
+                                                           const TensorK& tSrK, TensorS& tSrS) {
+    using namespace cute;
+    constexpr int kBlocks = decltype(size<2>(tSrQ))::value;
+    constexpr int kPiece = Traits::kQkPromoteKBlocks;
+    Tensor tSrPiece = make_fragment_like(tSrS);  // (MMA, 1, 1) fp32
+    common::wgmma_issue_range<true, 0, kPiece>(tiled_mma, tSrQ, tSrK, tSrS);
+    for_each(make_int_sequence<(kBlocks + kPiece - 1) / kPiece - 1>{}, [&](auto piece) {
+      constexpr int kBegin = (decltype(piece)::value + 1) * kPiece;
+      constexpr int kEnd = kBegin + kPiece < kBlocks ? kBegin + kPiece : kBlocks;
+      common::wgmma_issue_range<true, kBegin, kEnd>(tiled_mma, tSrQ, tSrK, tSrPiece);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      warpgroup_fence_operand(tSrPiece);
+#pragma unroll
+      for (int v = 0; v < size(tSrS); ++v) tSrS(v) += tSrPiece(v);
+    });
   }
 
   // ---- consumer: O_half += P.V_half (issued, not waited) --------------------------------------------

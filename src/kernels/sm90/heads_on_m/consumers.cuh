@@ -27,6 +27,17 @@
 
 namespace openmla::kernels::heads_on_m {
 
+// One consumer warp (lane 0) is done reading V of `stage`: the stage itself,
+// or the separate V buffer (Traits::kSeparateV; the stage was released after S).
+template <class Traits, class Problem>
+__device__ __forceinline__ void release_v(typename Traits::SharedStorage& smem, int stage) {
+  if constexpr (Traits::kSeparateV) {
+    common::mbarrier_arrive(&smem.v_empty);
+  } else {
+    Problem::release_stage(smem, stage);
+  }
+}
+
 // ---- WG1: scores, softmax, left O half ------------------------------------------------------------
 // Per block: S = Q.K^T, mask, online softmax, publish P, O_left += P.V_left.
 // NOTE: S_{j+1} is not issued under P_j.V_j: that would hold two K/V stages
@@ -65,6 +76,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   }
 
   common::OnlineSoftmax<2, kSoftmaxPolyPeriod> softmax;
+  const float scale_log2 = Problem::score_scale_log2(params);
   // Cluster split: the piece's factors and LSE, kept for the merge (an empty
   // piece keeps O = 0, norm 0 and LSE -inf).
   const bool clustered = Problem::kMayClusterSplit && Problem::clustered(params);
@@ -85,7 +97,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
       const int stage = block_counter % Traits::kNumStages;
       const uint32_t phase = (block_counter / Traits::kNumStages) & 1;
       const bool last = block == blocks.end_block - 1;
-      Element* stage_base = smem.kv[stage];
+      typename Traits::ElementQK* stage_base = smem.kv[stage];
       Problem::fill_stage(smem, block_counter, /*warpgroup=*/1, thread);
       common::mbarrier_wait(&smem.kv_full[stage], phase);
 
@@ -99,11 +111,15 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
         __syncwarp();
         if (lane == 0) common::mbarrier_arrive(&smem.q_empty);
       }
+      if constexpr (Traits::kSeparateV) {  // K is done with; V lives in its own buffer
+        __syncwarp();
+        if (lane == 0) Problem::release_stage(smem, stage);
+      }
 
       // ---- mask + online softmax ----
       Problem::mask_scores(mask, smem, stage, tSrS_rc, lane, block);
       float row_scale[2];
-      softmax.update(tSrS_rc, params.scale_log2, row_scale);
+      softmax.update(tSrS_rc, scale_log2, row_scale);
 #pragma unroll
       for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
       float row_sum[2] = {0.0f, 0.0f};
@@ -120,7 +136,8 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
       // Issued before P is published: the tensor pipe starts on it while
       // this warpgroup stores P for WG2 (the P registers are only read).
       common::rescale_rows(tOrO_rc, row_scale);
-      Loop::issue_pv_regs(mma_pv_regs, tSrP, stage_base, thread, tOrO);
+      if constexpr (Traits::kSeparateV) common::mbarrier_wait(&smem.v_full, block_counter & 1);
+      Loop::issue_pv_regs(mma_pv_regs, tSrP, Traits::v_base(smem, stage), thread, tOrO);
 
       // ---- publish P and the row factors to WG2 ----
       common::mbarrier_wait(&smem.p_empty, ((block_counter & 1) ^ 1));  // WG2 is done with the previous P
@@ -137,7 +154,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       __syncwarp();
-      if (lane == 0) Problem::release_stage(smem, stage);
+      if (lane == 0) release_v<Traits, Problem>(smem, stage);
 
       if (last && clustered) {
 #pragma unroll
@@ -206,7 +223,12 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
       const uint32_t phase = (block_counter / Traits::kNumStages) & 1;
       const bool last = block == blocks.end_block - 1;
       Problem::fill_stage(smem, block_counter, /*warpgroup=*/2, thread);
-      common::mbarrier_wait(&smem.kv_full[stage], phase);
+      if constexpr (Traits::kSeparateV) {
+        Problem::fill_v(smem, blocks, block, block_counter, thread);  // WG2's share of the V buffer
+        common::mbarrier_wait(&smem.v_full, block_counter & 1);
+      } else {
+        common::mbarrier_wait(&smem.kv_full[stage], phase);
+      }
       common::mbarrier_wait(&smem.p_full, block_counter & 1);
 
       float row_scale[2];
@@ -217,11 +239,11 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
         if (last) norm[i] = common::ld_shared_f32(norm_src[i]);
       }
       common::rescale_rows(tOrO_rc, row_scale);
-      Loop::issue_pv(mma_pv, smem.p, smem.kv[stage] + Traits::kVHalfOffset, thread, tOrO);
+      Loop::issue_pv(mma_pv, smem.p, Traits::v_base(smem, stage) + Traits::kVHalfOffset, thread, tOrO);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       __syncwarp();
-      if (lane == 0) Problem::release_stage(smem, stage);
+      if (lane == 0) release_v<Traits, Problem>(smem, stage);
       common::mbarrier_arrive(&smem.p_empty);  // P and the row factors are consumed
 
       if (last && clustered) {

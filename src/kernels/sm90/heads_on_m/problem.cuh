@@ -26,6 +26,10 @@
 //   release_stage(smem, stage)           lane 0 of each consumer warp, after its
 //                                        last read of the stage
 //   mask_scores(...)                     -inf for keys a row must not see
+//   score_scale_log2(params)             softmax scale of the raw scores, log2
+//                                        domain (FP8: times the descales)
+//   fill_v(smem, blocks, block, c, t)    Traits::kSeparateV only: WG2's share of
+//                                        the V buffer of block counter c
 //   row_norm(...)                        factor of the final O row
 //   out_row / lse_entry / partial_row    where a row's results go
 #pragma once

@@ -43,8 +43,13 @@ struct NoExtraStorage {};
 // raw FP8 stage next to its one bf16 stage).
 template <DType kDType_, int kHeadDimQK_, int kStages_, class ExtraStorage_ = NoExtraStorage>
 struct Traits {
-  using Element = typename ElementOf<kDType_>::type;
+  using Element = typename ElementOf<kDType_>::type;  // Q, K, V, P and out
+  using ElementQK = Element;                           // Q and the K/V stages (the dense FP8 traits: e4m3)
   using ExtraStorage = ExtraStorage_;
+  // V is columns [0, 512) of the K/V stage (the dense FP8 traits: a separate
+  // BF16 buffer with its own v_full / v_empty barriers).
+  static constexpr bool kSeparateV = false;
+  static constexpr int kQkPromoteKBlocks = 0;  // S in one accumulator (see the dense FP8 traits)
   static constexpr DType kDType = kDType_;
   static constexpr int kHeadDimQK = kHeadDimQK_;
   static constexpr int kNumStages = kStages_;
@@ -111,6 +116,9 @@ struct Traits {
   };
   // The dynamic smem base is aligned up to 1024 B inside the kernel.
   static constexpr int kSmemAlignSlack = 1024;
+
+  // Where P.V reads V for K/V stage `stage` (columns [0, 512) of its bytes).
+  static __device__ __forceinline__ Element* v_base(SharedStorage& smem, int stage) { return smem.kv[stage]; }
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + kSmemAlignSlack;
   static_assert(kSmemBytes <= 227 * 1024, "shared-memory plan exceeds the sm90 per-block limit");
 

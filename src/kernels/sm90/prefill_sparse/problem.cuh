@@ -58,6 +58,8 @@ struct PrefillProblem {
   }
 
   // The sink of tokens that are not split (split tokens get it in the combine); padding rows have none.
+  static __device__ __forceinline__ float score_scale_log2(const Params& params) { return params.scale_log2; }
+
   static __device__ __forceinline__ float row_norm(const Params& params, int, const heads_on_m::ItemBlocks& blocks,
                                                    const heads_on_m::QueryRow& row, float row_max, float row_sum) {
     return heads_on_m::row_norm_with_sink(!blocks.partial && params.attn_sink != nullptr && row.real, params.attn_sink,
