@@ -169,13 +169,46 @@ def test_torch_compile_gpu(mode):
 # ---------------------------------------------------------------------------
 # Sparse decode against the reference; families without a GPU kernel yet: a clear NotImplementedError
 # ---------------------------------------------------------------------------
-def test_dense_fp8_gpu():
-    x = make_dense_inputs([30, 200], h_q=64, dtype=torch.float8_e4m3fn, device="cuda")
-    scales = torch.tensor([0.02], device="cuda"), torch.tensor([0.05], device="cuda")
-    _expect_not_implemented(
-        lambda: openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, q_scale=scales[0],
-                                     kv_scale=scales[1]),
-        r"^dense_decode: argument 'kv_cache'( \(kv_dtype\))? has no GPU kernel")
+@pytest.mark.parametrize("lengths, s_q, h_q, page_size, causal", [
+    ([30, 200], 1, 64, 64, False),
+    ([0, 1, 700, 129], 2, 128, 16, True),      # empty and one-token requests, small pages
+    ([300, 90], 67, 128, 64, True),             # the vLLM fork's failing shape (s_q >= 67 at h_q = 128)
+])
+def test_dense_fp8_gpu(lengths, s_q, h_q, page_size, causal):
+    x = make_dense_inputs(lengths, s_q=s_q, h_q=h_q, page_size=page_size, dtype=torch.float8_e4m3fn, device="cuda")
+    q_scale, kv_scale = torch.tensor([0.02], device="cuda"), torch.tensor([0.05], device="cuda")
+    out, lse = openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, causal=causal, q_scale=q_scale,
+                                    kv_scale=kv_scale)
+    torch.cuda.synchronize()
+    assert out.dtype == torch.bfloat16
+    out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(), causal,
+                                        q_scale=q_scale, kv_scale=kv_scale)
+    assert_attention_close(out, lse, out_ref, lse_ref)
+
+
+def test_dense_fp8_vllm_names_graph_replay_new_lengths_and_scales():
+    # vLLM's dense FP8 entry from openmla.flash_mla, captured once; each replay reads new lengths and descales.
+    from openmla.flash_mla import flash_mla_with_kvcache_fp8, get_mla_metadata_dense_fp8
+    x = make_dense_inputs([500, 64, 1000], s_q=2, h_q=16, dtype=torch.float8_e4m3fn, device="cuda")
+    seqlens = x.seqlens.clone()
+    descale_q, descale_k = torch.tensor([0.02], device="cuda"), torch.tensor([0.05], device="cuda")
+    md = get_mla_metadata_dense_fp8(seqlens, 2 * 16, 1)
+    flash_mla_with_kvcache_fp8(x.q, x.kv_cache, x.block_table, seqlens, 512, *md, causal=True,
+                               descale_q=descale_q, descale_k=descale_k)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = flash_mla_with_kvcache_fp8(x.q, x.kv_cache, x.block_table, seqlens, 512, *md, causal=True,
+                                              descale_q=descale_q, descale_k=descale_k)
+    for lengths, dq, dk in (([1, 2, 3], 0.02, 0.05), ([999, 0, 64], 2.0 ** -8, 2.0 ** 8), ([400, 63, 1000], 1.0, 0.5)):
+        seqlens.copy_(torch.tensor(lengths, dtype=torch.int32))
+        descale_q.fill_(dq)
+        descale_k.fill_(dk)
+        graph.replay()
+        torch.cuda.synchronize()
+        out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, torch.tensor(lengths), default_scale(),
+                                            True, q_scale=descale_q, kv_scale=descale_k)
+        assert_attention_close(out, lse, out_ref, lse_ref)
 
 
 def test_sparse_decode_gpu():

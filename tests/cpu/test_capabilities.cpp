@@ -117,7 +117,8 @@ TEST(Capabilities, DenseCanImplementAgreesWithRun) {
 TEST(Capabilities, DenseTableRows) {
   EXPECT_TRUE(dense_decode_gpu_dtype(DType::kBF16, DType::kBF16, DType::kBF16));
   EXPECT_TRUE(dense_decode_gpu_dtype(DType::kFP16, DType::kFP16, DType::kFP16));
-  EXPECT_FALSE(dense_decode_gpu_dtype(DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16));
+  EXPECT_TRUE(dense_decode_gpu_dtype(DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16));
+  EXPECT_FALSE(dense_decode_gpu_dtype(DType::kFP8E4M3, DType::kFP8E4M3, DType::kFP8E4M3));
   EXPECT_FALSE(dense_decode_gpu_dtype(DType::kBF16, DType::kFP16, DType::kBF16));
   for (int page_size : {8, 16, 32, 64, 128, 192, 256}) EXPECT_TRUE(dense_decode_gpu_page_size(page_size)) << page_size;
   for (int page_size : {1, 2, 4, 12, 24, 48, 80, 96}) EXPECT_FALSE(dense_decode_gpu_page_size(page_size)) << page_size;

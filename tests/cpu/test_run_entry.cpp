@@ -33,12 +33,22 @@ TEST(DenseDecodeRunEntry, UnsupportedPageSizeIsRefusedBeforeAnyLaunch) {
       << status.message();
 }
 
-TEST(DenseDecodeRunEntry, Fp8IsRefusedBeforeAnyLaunch) {
+// FP8 has one kernel (no cluster merge): asking for a cluster split is refused, not ignored,
+// and the automatic plan never makes one.
+TEST(DenseDecodeRunEntry, Fp8PlanRefusesAClusterSplit) {
   test::DenseDecodeConfig config;
   config.dtype = DType::kFP8E4M3;
-  const Status status = run_on_host(config);
-  EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
-  EXPECT_NE(status.message().find("argument 'kv_dtype' has no GPU kernel"), std::string::npos) << status.message();
+  config.batch = 1;  // a short one-tile call: the BF16 plan would take an 8-CTA cluster split
+  test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(config, 3);
+  DecodePlan plan;
+  const Status refused = plan_dense_decode(inputs.shape, DeviceInfo{}, &plan, PlanOptions{.cluster_split = 2});
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.message();
+  EXPECT_NE(refused.message().find("plan_dense_decode: argument 'options.cluster_split' = 2 has no fp8_e4m3 kernel"),
+            std::string::npos)
+      << refused.message();
+  ASSERT_TRUE(plan_dense_decode(inputs.shape, DeviceInfo{}, &plan).is_ok());
+  EXPECT_EQ(plan.kernel, DecodeKernel::kDenseColumnSplit);
+  EXPECT_EQ(plan.cluster_size, 1);
 }
 
 // A plan is re-made from the params' shape and compared field by field, so a

@@ -101,5 +101,9 @@ Status launch_column_split_kernel(const KernelParams& params, dim3 grid, int clu
 // d_qk = 576 only: instantiations/<dtype>_d576_alternate_blocks.cu.
 template <DType kDType>
 Status launch_alternate_blocks_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
+// The FP8 column-split kernel (fp8_column_split_kernel.cuh; e4m3 Q/KV, bf16 out,
+// q_scale / kv_scale set): instantiations/fp8_d<d_qk>_column_split.cu.
+template <int kHeadDimQK>
+Status launch_fp8_column_split_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::decode_dense

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "kernels/sm90/decode_dense/config.h"
-#include "kernels/sm90/decode_dense_fp8/launch.h"
 #include "openmla/types.h"
 
 #ifndef OPENMLA_ENABLE_FP16
@@ -185,8 +184,8 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
                                       decode_kernel_name(plan.kernel) +
                                       " for an fp8_e4m3 call: expected a plan from plan_dense_decode for this shape");
     }
-    return shape.d_qk == kHeadDimQK ? decode_dense_fp8::launch_kernel<kHeadDimQK>(kp, grid, stream)
-                                    : decode_dense_fp8::launch_kernel<kHeadDimLatent>(kp, grid, stream);
+    return shape.d_qk == kHeadDimQK ? launch_fp8_column_split_kernel<kHeadDimQK>(kp, grid, stream)
+                                    : launch_fp8_column_split_kernel<kHeadDimLatent>(kp, grid, stream);
   }
   switch (plan.kernel) {
     case DecodeKernel::kDenseAlternateBlocks:

@@ -29,22 +29,19 @@
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/problem.cuh"
 #include "kernels/sm90/decode_dense/producers.cuh"
-#include "kernels/sm90/decode_dense_fp8/launch.h"
-#include "kernels/sm90/decode_dense_fp8/traits.h"
-#include "kernels/sm90/decode_dense_fp8/v_dequant.cuh"
+#include "kernels/sm90/decode_dense/fp8_traits.h"
+#include "kernels/sm90/decode_dense/fp8_v_dequant.cuh"
 #include "kernels/sm90/heads_on_m/consumers.cuh"
 
-namespace openmla::kernels::decode_dense_fp8 {
+namespace openmla::kernels::decode_dense {
 
-using decode_dense::KernelParams;
-
-inline constexpr int kNumStages = 3;
+inline constexpr int kFp8NumStages = 3;
 
 // The dense problem without the cluster split (its merge buffer is the BF16
 // tile's), and with the stage tail left alone: the dequantisers zero V's tail
 // and S masks K's.
 template <class Traits>
-struct Fp8DenseProblem : decode_dense::DenseProblem<Traits> {
+struct Fp8DenseProblem : DenseProblem<Traits> {
   static constexpr bool kMayClusterSplit = false;
   template <class Mask, class Storage, class StageElement>
   static __device__ __forceinline__ void prepare_stage(const Mask&, Storage&, int, StageElement*, int, int) {}
@@ -52,13 +49,13 @@ struct Fp8DenseProblem : decode_dense::DenseProblem<Traits> {
   // WG2's share of V for `block`, before its P.V waits for v_full (v_dequant.cuh).
   static __device__ __forceinline__ void fill_v(typename Traits::SharedStorage& smem, const heads_on_m::ItemBlocks& blocks,
                                                 int block, int block_counter, int thread) {
-    VDequant<Traits>::fill_share(smem, block_counter, heads_on_m::block_valid_tokens(blocks.length, block), thread);
+    Fp8VDequant<Traits>::fill_share(smem, block_counter, heads_on_m::block_valid_tokens(blocks.length, block), thread);
   }
 };
 
 template <class Traits>
 __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
-    decode_dense_fp8_kernel(const __grid_constant__ KernelParams params) {
+    decode_dense_fp8_column_split_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
   using heads_on_m::kWarpgroupThreads;
   extern __shared__ uint8_t smem_raw[];
@@ -77,9 +74,9 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
 #pragma unroll
     for (int s = 0; s < Traits::kNumStages; ++s) {
       common::mbarrier_init(&smem.kv_full[s], 1);
-      common::mbarrier_init(&smem.kv_empty[s], kWarps + kDequantThreads / 32);  // WG1, the dequantisers
+      common::mbarrier_init(&smem.kv_empty[s], kWarps + kFp8DequantThreads / 32);  // WG1, the dequantisers
     }
-    common::mbarrier_init(&smem.v_full, kDequantThreads);
+    common::mbarrier_init(&smem.v_full, kFp8DequantThreads);
     common::mbarrier_init(&smem.v_empty, 2 * kWarps);
     common::mbarrier_init(&smem.q_full, kQLoadThreads);
     common::mbarrier_init(&smem.q_empty, kWarps);
@@ -96,14 +93,14 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<decode_dense::kProducerRegs>();
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
     if (thread < 32) {
-      decode_dense::Producers<Traits>::produce_kv(params, part, smem, kv_head, thread);
+      Producers<Traits>::produce_kv(params, part, smem, kv_head, thread);
     } else {
-      VDequant<Traits>::produce_q_and_v(params, part, smem, kv_head, m_tile, thread - 32);
+      Fp8VDequant<Traits>::produce_q_and_v(params, part, smem, kv_head, m_tile, thread - 32);
     }
   } else {
-    cutlass::arch::warpgroup_reg_alloc<decode_dense::kConsumerRegs>();
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
     if (warpgroup == 1) {
       heads_on_m::run_softmax_warpgroup<Traits, Fp8DenseProblem<Traits>>(params, part, smem, q_group, thread);
     } else {
@@ -113,10 +110,10 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
 }
 
 template <int kHeadDimQK>
-Status launch_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
-  using KernelTraits = Traits<kHeadDimQK, kNumStages>;
-  return common::launch_dependent("decode_dense_fp8", &decode_dense_fp8_kernel<KernelTraits>, grid,
+Status launch_fp8_column_split_kernel(const KernelParams& params, dim3 grid, cudaStream_t stream) {
+  using KernelTraits = Fp8Traits<kHeadDimQK, kFp8NumStages>;
+  return common::launch_dependent("decode_dense_fp8", &decode_dense_fp8_column_split_kernel<KernelTraits>, grid,
                                   dim3(heads_on_m::kNumThreads), KernelTraits::kSmemBytes, stream, 1, params);
 }
 
-}  // namespace openmla::kernels::decode_dense_fp8
+}  // namespace openmla::kernels::decode_dense

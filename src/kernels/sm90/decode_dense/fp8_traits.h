@@ -22,19 +22,14 @@
 
 #include <cstdint>
 
+#include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/heads_on_m/config.h"
 #include "openmla/types.h"
 
-namespace openmla::kernels::decode_dense_fp8 {
-
-using heads_on_m::BLOCK_M;
-using heads_on_m::BLOCK_N;
-using heads_on_m::HEAD_DIM_V;
-using heads_on_m::HEAD_DIM_V_HALF;
-using heads_on_m::kChunkCols;
+namespace openmla::kernels::decode_dense {
 
 template <int kHeadDimQK_, int kStages_>
-struct Traits {
+struct Fp8Traits {
   using Element = cutlass::bfloat16_t;     // V (dequantised), P and out
   using ElementQK = cutlass::float_e4m3_t;  // Q and the K/V stages
   static constexpr bool kSeparateV = true;
@@ -108,4 +103,4 @@ struct Traits {
   static __device__ __forceinline__ Element* v_base(SharedStorage& smem, int) { return smem.v; }
 };
 
-}  // namespace openmla::kernels::decode_dense_fp8
+}  // namespace openmla::kernels::decode_dense

@@ -23,15 +23,15 @@
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/producers.cuh"
 #include "kernels/sm90/decode_dense/rows_and_blocks.cuh"
-#include "kernels/sm90/decode_dense_fp8/traits.h"
+#include "kernels/sm90/decode_dense/fp8_traits.h"
 
-namespace openmla::kernels::decode_dense_fp8 {
+namespace openmla::kernels::decode_dense {
 
-inline constexpr int kQLoadThreads = decode_dense::kQLoadThreads;                 // warps 1-3 of warpgroup 0
-inline constexpr int kDequantThreads = heads_on_m::kWarpgroupThreads + kQLoadThreads;  // WG2 (0-127) + those
+// WG2 (0-127) and warps 1-3 of the producer warpgroup (kQLoadThreads).
+inline constexpr int kFp8DequantThreads = heads_on_m::kWarpgroupThreads + kQLoadThreads;
 
 template <class Traits>
-struct VDequant {
+struct Fp8VDequant {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kUnitBytes = 16;                                   // e4m3 codes per load
   static constexpr int kUnitsPerChunkRow = kChunkCols / kUnitBytes;       // 4
@@ -54,7 +54,7 @@ struct VDequant {
     const uint32_t dst_base = common::smem_u32(out.v);
     const __nv_bfloat162 unbias = __float2bfloat162_rn(common::kE4m3ToBf16Bias);
 #pragma unroll 2
-    for (int u = thread; u < kUnits; u += kDequantThreads) {
+    for (int u = thread; u < kUnits; u += kFp8DequantThreads) {
       const int chunk = u / kUnitsPerChunk;
       const int token = (u / kUnitsPerChunkRow) % BLOCK_N;
       const int piece = u % kUnitsPerChunkRow;
@@ -87,13 +87,13 @@ struct VDequant {
 
   // Warps 1-3 of the producer warpgroup: Q per item, their V share per block,
   // for the whole part (`thread` 0-95).
-  static __device__ void produce_q_and_v(const decode_dense::KernelParams& params, const PartWork& part,
+  static __device__ void produce_q_and_v(const KernelParams& params, const PartWork& part,
                                          SharedStorage& smem, int kv_head, int m_tile, int thread) {
-    using Gather = decode_dense::Producers<Traits>;
+    using Gather = Producers<Traits>;
     int block_counter = 0;
     int item_counter = 0;
     for (int item = part.begin_item; item <= part.end_item; ++item) {
-      const heads_on_m::ItemBlocks blocks = decode_dense::item_blocks(params, part, item);
+      const heads_on_m::ItemBlocks blocks = item_blocks(params, part, item);
       if (blocks.begin_block >= blocks.end_block) continue;
       if (item_counter > 0) common::mbarrier_wait(&smem.q_empty, (item_counter - 1) & 1);
       Gather::template gather_q_tile<kQLoadThreads>(params, smem, item, kv_head, m_tile, thread);
@@ -110,4 +110,4 @@ struct VDequant {
   }
 };
 
-}  // namespace openmla::kernels::decode_dense_fp8
+}  // namespace openmla::kernels::decode_dense
