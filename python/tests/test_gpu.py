@@ -189,7 +189,8 @@ def test_dense_fp8_gpu(lengths, s_q, h_q, page_size, causal):
 def test_dense_fp8_vllm_names_graph_replay_new_lengths_and_scales():
     # vLLM's dense FP8 entry from openmla.flash_mla, captured once; each replay reads new lengths and descales.
     from openmla.flash_mla import flash_mla_with_kvcache_fp8, get_mla_metadata_dense_fp8
-    x = make_dense_inputs([500, 64, 1000], s_q=2, h_q=16, dtype=torch.float8_e4m3fn, device="cuda")
+    x = make_dense_inputs([500, 64, 1000], capacity=[1000, 64, 1000], s_q=2, h_q=16, dtype=torch.float8_e4m3fn,
+                          device="cuda")
     seqlens = x.seqlens.clone()
     descale_q, descale_k = torch.tensor([0.02], device="cuda"), torch.tensor([0.05], device="cuda")
     md = get_mla_metadata_dense_fp8(seqlens, 2 * 16, 1)
