@@ -18,6 +18,8 @@ Rows per case:
   . key + lookup                       building the prepared-call key and the dict lookup (_eager.*_key)
   . outputs (2x torch.empty)           allocating out and lse
   . run (binding + checks + launch)    the prepared call's run: address patching, api validation, launches
+  . run reusing the schedule           sparse: the same, without the schedule kernel (what layers 2..61 of a
+                                       step run through one FlashMLASchedMeta)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 import torch
 
 import openmla
-from openmla import _eager
+from openmla import _C, _eager
 from openmla import flash_mla as om_flash_mla
 
 try:  # FlashMLA 9241ae3 (the peers: bash .peers/build_on_device.sh .peers; PYTHONPATH=.peers/site)
@@ -159,6 +161,12 @@ def sparse_case(b, h_q, topk, device, calls, repeats, sync, stub):
         sync()
         rows["max |openmla - flash_mla|"] = float((out.float() - peer_out.float()).abs().max())
     rows["openmla.flash_mla (drop-in)"] = host_us(drop_in, calls, repeats, sync)
+    # With topk_length (every request full): the reuse also checks the lengths tensor's identity and version.
+    lengths = torch.full((b,), topk, dtype=torch.int32, device=device)
+    meta_lengths, _ = om_flash_mla.get_mla_metadata()
+    rows["openmla.flash_mla (drop-in, topk_length)"] = host_us(
+        lambda: om_flash_mla.flash_mla_with_kvcache(q, cache, None, None, D_V, meta_lengths, None, scale, False, True,
+                                                    indices, None, None, None, lengths), calls, repeats, sync)
     plan = openmla.SparsePlan.for_tensors(q, cache, indices)
     workspace = plan.alloc_workspace()
     rows["openmla.sparse_decode(plan, workspace)"] = host_us(
@@ -182,6 +190,10 @@ def sparse_case(b, h_q, topk, device, calls, repeats, sync, stub):
                 workspace.data_ptr(), workspace.nbytes)
         stream = _eager._stream(index, None)
         rows[". run (binding + checks + launch)"] = host_us(lambda: call.run(*ptrs, stream), calls, repeats, sync)
+        record = _C.ScheduleRecord()
+        call.run_with_schedule(*ptrs, stream, False, record)  # builds the schedule the next runs reuse
+        rows[". run reusing the schedule"] = host_us(lambda: call.run_with_schedule(*ptrs, stream, True, record),
+                                                     calls, repeats, sync)
     return rows
 
 
