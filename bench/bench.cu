@@ -41,6 +41,8 @@ constexpr const char* kUsage =
     "                             [,var=1: lengths normal around s_k] [,graph=1: CUDA-graph replays]\n"
     "                             dtype bf16 or fp16; page 8, 16, 32 or a multiple of 64\n"
     "                           family=sparse,b=128,s_q=2,h_q=128,topk=2048[,ctx=32768] (FP8 cache, page 64)\n"
+    "                           either family: [,inv=1: batch-invariant mode] [,chunk=N: and chunks of N blocks]\n"
+    "  --batch-invariant-pairs run the issue-27 bar shapes, each in the default and the batch-invariant mode\n"
     "  --filter SUBSTRING     only cases whose name contains SUBSTRING\n"
     "  --json FILE            write the results as JSON (bench/plot.py draws them)\n"
     "  --iters N              timed runs per case, median reported (N >= 20; default 30)\n"
@@ -238,6 +240,23 @@ double measure_gemm_tflops(Timer& timer, int iters) {
   return 2.0 * n * double(n) * n / (us * 1e-6) / 1e12;
 }
 
+// ---- batch-invariant mode (docs/batch_invariance.md) -----------------------------------
+// A case's `invariant` field: 0 the default mode, 1 batch-invariant with the
+// automatic chunk, n > 1 batch-invariant with chunks of n - 1 blocks (--case inv=1, chunk=N).
+std::string invariant_name(int invariant) {
+  if (invariant == 0) return "";
+  return invariant == 1 ? " inv" : " inv c=" + std::to_string(invariant - 1);
+}
+
+openmla::PlanOptions plan_options_for(int invariant) {
+  openmla::PlanOptions options = g_plan_options;
+  if (invariant > 0) {
+    options.batch_invariant = true;
+    options.chunk_blocks = invariant - 1;
+  }
+  return options;
+}
+
 // ---- dense decode cases -------------------------------------------------------------
 struct DenseCase {
   int batch, h_q, s_q, s_k;
@@ -245,14 +264,36 @@ struct DenseCase {
   bool graph;             // time CUDA-graph replays
   int page_size = 64;
   openmla::DType dtype = openmla::DType::kBF16;  // q, kv and out
+  int invariant = 0;  // 0: default mode; else batch-invariant mode (PlanOptions::batch_invariant), see invariant_name()
   std::string name() const {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "dense b=%d h_q=%d s_q=%d s_k=%d%s%s p=%d%s", batch, h_q, s_q, s_k,
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "dense b=%d h_q=%d s_q=%d s_k=%d%s%s p=%d%s%s", batch, h_q, s_q, s_k,
                   variable_lengths ? "~" : "", graph ? " graph" : "", page_size,
-                  dtype == openmla::DType::kFP16 ? " fp16" : "");
+                  dtype == openmla::DType::kFP16 ? " fp16" : "", invariant_name(invariant).c_str());
     return buf;
   }
 };
+
+// The batch-invariant bar (issue 27): each shape in the default mode, then the
+// batch-invariant mode (automatic chunk; b = 1 also with 16-block chunks).
+std::vector<DenseCase> batch_invariant_dense_pairs() {
+  std::vector<DenseCase> cases;
+  for (int s_k : {4096, 16384})
+    for (int h_q : {16, 128})
+      for (bool variable : {false, true})
+        for (int invariant : {0, 1}) {
+          DenseCase c{128, h_q, 1, s_k, variable, false};
+          c.invariant = invariant;
+          cases.push_back(c);
+        }
+  for (bool graph : {false, true})
+    for (int invariant : {0, 1, 1 + 16}) {
+      DenseCase c{1, 16, 1, 16384, false, graph};
+      c.invariant = invariant;
+      cases.push_back(c);
+    }
+  return cases;
+}
 
 std::vector<DenseCase> dense_cases() {
   std::vector<DenseCase> cases;
@@ -316,7 +357,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   shape.max_pages_per_seq = max_pages;
   shape.q_dtype = shape.kv_dtype = shape.out_dtype = c.dtype;
   DecodePlan plan;
-  check(plan_dense_decode(shape, device, &plan, g_plan_options), "plan_dense_decode");
+  check(plan_dense_decode(shape, device, &plan, plan_options_for(c.invariant)), "plan_dense_decode");
 
   const size_t q_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimQK;      // [b, s_q, h_q, 576]
   const size_t kv_elems = size_t(num_pages) * c.page_size * kHeadDimQK;     // [pages, page, 1, 576]
@@ -415,12 +456,22 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
 struct SparseCase {
   int batch, h_q, s_q, topk;
   int context = 32768;  // indices spread over this many tokens
+  int invariant = 0;    // as DenseCase::invariant
   std::string name() const {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "sparse b=%d h_q=%d s_q=%d topk=%d ctx=%d", batch, h_q, s_q, topk, context);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "sparse b=%d h_q=%d s_q=%d topk=%d ctx=%d%s", batch, h_q, s_q, topk, context,
+                  invariant_name(invariant).c_str());
     return buf;
   }
 };
+
+std::vector<SparseCase> batch_invariant_sparse_pairs() {
+  std::vector<SparseCase> cases;
+  for (int s_q : {1, 2})
+    for (int h_q : {16, 64, 128})
+      for (int invariant : {0, 1}) cases.push_back({128, h_q, s_q, 2048, 32768, invariant});
+  return cases;
+}
 
 std::vector<SparseCase> sparse_cases() {
   std::vector<SparseCase> cases;
@@ -457,7 +508,7 @@ Result run_sparse_case(const SparseCase& c, const openmla::DeviceInfo& device, T
   shape.page_size = kPage;
   shape.num_pages = num_pages;
   DecodePlan plan;
-  check(plan_sparse_decode(shape, device, &plan, g_plan_options), "plan_sparse_decode");
+  check(plan_sparse_decode(shape, device, &plan, plan_options_for(c.invariant)), "plan_sparse_decode");
 
   const size_t q_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimQK;    // [b, s_q, h_q, 576]
   const size_t out_elems = size_t(c.batch) * c.s_q * c.h_q * kHeadDimV;   // [b, s_q, h_q, 512]
@@ -544,8 +595,12 @@ bool parse_case(const std::string& spec, std::vector<DenseCase>* dense, std::vec
   const std::string dtype = kv.count("dtype") ? kv["dtype"] : (family == "sparse" ? "fp8" : "bf16");
   kv.erase("family");
   kv.erase("dtype");
-  int batch, s_q, h_q, graph, variable;
-  if (!take_int("b", 1, &batch) || !take_int("s_q", 1, &s_q) || !take_int("h_q", 128, &h_q)) return false;
+  int batch, s_q, h_q, graph, variable, invariant, chunk;
+  if (!take_int("b", 1, &batch) || !take_int("s_q", 1, &s_q) || !take_int("h_q", 128, &h_q) ||
+      !take_int("inv", 0, &invariant) || !take_int("chunk", 0, &chunk)) {
+    return false;
+  }
+  const int invariant_field = invariant != 0 || chunk > 0 ? 1 + chunk : 0;
   if (family == "dense") {
     int s_k, page;
     if (!take_int("s_k", 4096, &s_k) || !take_int("page", 64, &page) || !take_int("graph", 0, &graph) ||
@@ -558,6 +613,7 @@ bool parse_case(const std::string& spec, std::vector<DenseCase>* dense, std::vec
     }
     DenseCase c{batch, h_q, s_q, s_k, variable != 0, graph != 0, page};
     c.dtype = dtype == "fp16" ? openmla::DType::kFP16 : openmla::DType::kBF16;
+    c.invariant = invariant_field;
     dense->push_back(c);
   } else if (family == "sparse") {
     int topk, context;
@@ -566,7 +622,7 @@ bool parse_case(const std::string& spec, std::vector<DenseCase>* dense, std::vec
       *error = "--case: sparse dtype is fp8 (the 656-byte cache), got '" + dtype + "'";
       return false;
     }
-    sparse->push_back({batch, h_q, s_q, topk, context});
+    sparse->push_back({batch, h_q, s_q, topk, context, invariant_field});
   } else {
     *error = "--case: family must be dense or sparse, got '" + family + "'";
     return false;
@@ -605,6 +661,10 @@ int main(int argc, char** argv) {
     else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (arg == "--min-part-cost" && i + 1 < argc) g_plan_options.min_part_cost = std::atoi(argv[++i]);
     else if (arg == "--cluster-split" && i + 1 < argc) g_plan_options.cluster_split = std::atoi(argv[++i]);
+    else if (arg == "--batch-invariant-pairs") {
+      for (const DenseCase& c : batch_invariant_dense_pairs()) custom_dense.push_back(c);
+      for (const SparseCase& c : batch_invariant_sparse_pairs()) custom_sparse.push_back(c);
+    }
     else if (arg == "--no-flush") flush_l2 = false;
     else if (arg == "--warmup-ms" && i + 1 < argc) warmup_ms = std::max(0, std::atoi(argv[++i]));
     else {

@@ -9,7 +9,8 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
   sparse_narrow  h_q in {8,16,32} native against FlashMLA padded to 64 heads (as vLLM pads), b in {64,128}
   long_query     b=4, h_q=128, s_k=4096, causal, s_q in {64,67,100,128,256,512,1024}
   dense_fp8      the fork's dense FP8 kernel on the dense_long/short shapes (OpenMLA: when it has the kernel)
-  prefill        sparse prefill s_q=4096, topk 2048, d_qk 576 and 512, h_q 16 (OpenMLA only), 64, 128
+  prefill        sparse prefill s_q=4096, topk 2048, d_qk 576 and 512, h_q 16 (OpenMLA only), 64, 128;
+                 FP8-cache mode (OpenMLA only) at h_q 16, 64, 128
 Every case also checks that the libraries agree (rel-L2 of the outputs, where both ran).
 
 usage: python3 bench/compare.py [--groups dense_long,sparse,...] [--filter TEXT] [--iters N]
@@ -101,13 +102,16 @@ def sparse_inputs(b, s_q, h_q, topk=2048, num_tokens=65536, seed=0) -> dict:
                 h_q=h_q, topk=topk)
 
 
-def prefill_inputs(s_q, h_q, s_kv, topk=2048, d_qk=D_QK, seed=0) -> dict:
+def prefill_inputs(s_q, h_q, s_kv, topk=2048, d_qk=D_QK, fp8_cache=False, seed=0) -> dict:
+    """fp8_cache: kv is the 656-byte paged cache (pages of 64) holding the same rows, quantised."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q = (torch.randn(s_q, h_q, d_qk, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
     kv = (torch.randn(s_kv, 1, d_qk, generator=gen, device="cuda") * 0.5).to(torch.bfloat16)
+    if fp8_cache:
+        kv = quantize_tokens(kv.view(s_kv, d_qk).float()).view(s_kv // PAGE, PAGE, 1, TOKEN_BYTES)
     indices = torch.rand(s_q, s_kv, generator=gen, device="cuda").topk(topk, dim=1).indices
     return dict(q=q, kv=kv, indices=indices.to(torch.int32).view(s_q, 1, topk), s_q=s_q, h_q=h_q, topk=topk,
-                d_qk=d_qk)
+                d_qk=d_qk, fp8_cache=fp8_cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,7 +190,7 @@ def openmla_prefill(x):
 def flash_mla_prefill(x):
     if flash_mla is None:
         return None
-    if x["h_q"] not in (64, 128):  # FlashMLA's sparse prefill takes 64 or 128 heads
+    if x["h_q"] not in (64, 128) or x["fp8_cache"]:  # FlashMLA: 64 or 128 heads, BF16 kv only
         return None
     return lambda: flash_mla.flash_mla_sparse_fwd(x["q"], x["kv"], x["indices"], x["d_qk"] ** -0.5)
 
@@ -219,7 +223,8 @@ def prefill_flops(x):
 
 
 def prefill_bytes(x):
-    return x["s_q"] * x["topk"] * x["d_qk"] * 2 + x["q"].numel() * 2 + x["s_q"] * x["h_q"] * D_V * 2
+    row_bytes = TOKEN_BYTES if x["fp8_cache"] else x["d_qk"] * 2
+    return x["s_q"] * x["topk"] * row_bytes + x["q"].numel() * 2 + x["s_q"] * x["h_q"] * D_V * 2
 
 
 def build_cases() -> List[Case]:
@@ -265,6 +270,11 @@ def build_cases() -> List[Case]:
             runners = {"openmla": openmla_prefill, "flash_mla": flash_mla_prefill}
             cases.append(Case("prefill", name, lambda s_kv=s_kv, h_q=h_q, d_qk=d_qk: prefill_inputs(
                 4096, h_q, s_kv, d_qk=d_qk), runners, prefill_flops, prefill_bytes))
+    for h_q in (128, 64, 16):  # FP8-cache mode (OpenMLA only): the 656-byte cache read in place
+        name = f"prefill fp8-cache s_q=4096 s_kv=32768 h_q={h_q} topk=2048"
+        runners = {"openmla": openmla_prefill, "flash_mla": flash_mla_prefill}
+        cases.append(Case("prefill", name, lambda h_q=h_q: prefill_inputs(4096, h_q, 32768, fp8_cache=True), runners,
+                          prefill_flops, prefill_bytes))
     return cases
 
 

@@ -28,8 +28,13 @@ constexpr bool dense_decode_gpu_page_size(int page_size) {
 inline constexpr bool kSparseDecodeGpu = true;
 
 // ---- sparse prefill --------------------------------------------------------------------
-// Every call the argument checks accept (h_q 1-128: the tile pads to 64 heads;
-// any topk; d_qk 576 or 512).
+// BF16 kv: every call the argument checks accept (h_q 1-128: the tile pads to
+// 64 heads; any topk; d_qk 576 or 512).
 inline constexpr bool kSparsePrefillGpu = true;
+// FP8-cache mode runs on the sparse FP8 decode kernels (one query token per
+// request): their head counts, and topk in whole 64-position blocks.
+constexpr bool sparse_prefill_gpu_fp8_cache(int h_q, int topk) {
+  return (h_q == 8 || h_q == 16 || h_q == 32 || h_q == 64 || h_q == 128) && topk % kKvBlockTokens == 0;
+}
 
 }  // namespace openmla

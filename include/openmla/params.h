@@ -98,15 +98,21 @@ struct SparseDecodeParams {
 };
 
 // ---------------------------------------------------------------------------
-// Sparse prefill: BF16 KV, one index list per query token.
+// Sparse prefill: one index list per query token, over a BF16 KV tensor or
+// (fp8_kv_cache) straight over sparse decode's 656-byte paged FP8 cache.
 // ---------------------------------------------------------------------------
 struct SparsePrefillShape {
   int s_q = 0;
   int h_q = 0;
-  int s_kv = 0;
-  int d_qk = kHeadDimQK;  // 576 or 512
+  int s_kv = 0;           // rows an index may name; fp8_kv_cache: num_pages * page_size
+  int d_qk = kHeadDimQK;  // 576 or 512 (fp8_kv_cache: 576)
   int d_v = kHeadDimV;    // 512
   int topk = 0;
+  // FP8-cache mode: K/V come from kv_cache (indices = page * page_size + offset),
+  // dequantised on the fly; kv is unused and must be null. 0 pages otherwise.
+  bool fp8_kv_cache = false;
+  int page_size = 0;
+  int num_pages = 0;
 };
 
 struct SparsePrefillParams {
@@ -115,8 +121,11 @@ struct SparsePrefillParams {
   const void* q = nullptr;  // [s_q, h_q, d_qk] bf16
   int64_t q_stride_s = 0, q_stride_h = 0;
 
-  const void* kv = nullptr;  // [s_kv, 1, d_qk] bf16
+  const void* kv = nullptr;  // [s_kv, 1, d_qk] bf16 (null in fp8_kv_cache mode)
   int64_t kv_stride_s = 0;
+
+  const uint8_t* kv_cache = nullptr;  // fp8_kv_cache: [num_pages, page_size, 1, 656] bytes
+  int64_t kv_stride_page_bytes = 0;   // >= page_size * 656, multiple of 16
 
   const int32_t* indices = nullptr;  // [s_q, 1, topk]; invalid: -1 or >= s_kv
   int64_t indices_stride_s = 0;

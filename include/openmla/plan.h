@@ -97,6 +97,16 @@ struct PlanOptions {
   // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
   // 2, 4 or 8: always, with that C.
   int cluster_split = 0;
+  // Batch-invariant mode (docs/batch_invariance.md): every item's out and LSE
+  // are bitwise the same whatever else is in the call. Each item is cut into
+  // fixed chunks of chunk_blocks KV blocks, one SM part per chunk; an item of
+  // several chunks is merged by the combine in chunk order. Never the cluster
+  // split; max_parts, min_parts, min_part_cost and cluster_split (other than
+  // 0 or 1) must be left automatic.
+  bool batch_invariant = false;
+  // Batch-invariant mode only: KV blocks per chunk (0: automatic,
+  // batch_invariant_chunk_blocks()); a shape-only constant, never the batch.
+  int chunk_blocks = 0;
 };
 
 // Which planner made a plan; each run accepts only its own family's plans.
@@ -127,6 +137,9 @@ struct DecodePlan {
   DecodeKernel kernel = DecodeKernel::kNone;
   // kDenseColumnSplitCluster: CTAs per cluster (2, 4 or 8); 1 for every other kernel.
   int cluster_size = 1;
+  // Batch-invariant mode: KV blocks per fixed chunk; every part holds one
+  // chunk (or one whole item of one chunk). 0 in the default mode.
+  int chunk_blocks = 0;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
   // The planner's inputs (besides the shape): run() re-plans from its params'
@@ -146,6 +159,23 @@ constexpr size_t partial_accumulator_bytes(int num_parts, int rows_per_item, int
                         : size_t(2) * size_t(num_parts - 1) * size_t(rows_per_item) *
                               size_t(d_v + 1) * sizeof(float);
 }
+
+// Batch-invariant mode: the automatic chunk size, in 64-token KV blocks, from
+// the query rows one item produces (a shape, never the batch). A chunk of an
+// item with several chunks writes rows_per_item * 513 floats of partial
+// results and costs its CTA's start and end, so wider items take longer
+// chunks: 32 blocks (2048 tokens) up to 32 rows, 64 up to 64, 128 above.
+// NOTE: measured on the H200 (2026-12-01, docs/performance.md): at b = 128,
+// 16-block chunks cost 13-14 % at h_q = 16 and 64-block chunks 11 % at
+// h_q = 128, s_k = 16384; 32 and 128 cost 6-7.5 % and 1 %. At b = 1, h_q = 16,
+// s_k = 16384 the 32-block chunks (8 CTAs) keep 96 % of the default mode.
+constexpr int batch_invariant_chunk_blocks(int rows_per_item) {
+  return rows_per_item <= 32 ? 32 : rows_per_item <= 64 ? 64 : 128;
+}
+// Batch-invariant mode: the plan has one part per possible chunk,
+// num_items * ceil(max blocks / chunk_blocks), and a CUDA grid's y dimension
+// caps it.
+inline constexpr int kMaxBatchInvariantParts = 65535;
 
 // Query rows per CTA (one WGMMA M tile).
 inline constexpr int kQueryRowsPerTile = 64;

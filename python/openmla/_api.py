@@ -32,6 +32,19 @@ def _plan_ints(plan) -> Tuple[int, int, int]:
     return (plan.num_sms, plan.max_parts, plan.min_parts) if plan is not None else (0, 0, 0)
 
 
+def _batch_invariant_arg(entry: str, plan, batch_invariant) -> bool:
+    """The call's mode: the plan's when a plan is given (the keyword must then agree or be left False)."""
+    if not isinstance(batch_invariant, bool):
+        raise TypeError(f"{entry}: argument 'batch_invariant' must be a bool: got "
+                        f"{type(batch_invariant).__name__}, expected True or False")
+    if plan is None:
+        return batch_invariant
+    if batch_invariant and not plan.batch_invariant:
+        raise ValueError(f"{entry}: argument 'batch_invariant' disagrees with the plan: got batch_invariant = True, "
+                         f"plan.batch_invariant = False, expected a plan made with batch_invariant=True")
+    return plan.batch_invariant
+
+
 def _check_plan_once(plan, q: Tensor, kv_cache: Tensor, index: Tensor, d_v: int) -> None:
     """plan.check_tensors, skipped for shapes this plan was already checked against."""
     checked = plan.__dict__.setdefault("_checked_shapes", set())
@@ -45,7 +58,7 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
                  plan: Optional[DensePlan] = None, workspace: Optional[Tensor] = None,
                  softmax_scale: Optional[float] = None, causal: bool = False, q_scale: Optional[Tensor] = None,
                  kv_scale: Optional[Tensor] = None, d_v: int = _C.HEAD_DIM_V,
-                 stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor]:
+                 stream: Optional[torch.cuda.Stream] = None, batch_invariant: bool = False) -> Tuple[Tensor, Tensor]:
     """Dense MLA decode over a paged KV cache.
 
     q [batch, s_q, h_q, d_qk] (bf16, fp16 or fp8), kv_cache [num_pages, page_size, h_kv, d_qk]
@@ -57,7 +70,9 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     plan: a DensePlan for these shapes (default: planned for q's device);
     workspace: plan.alloc_workspace() (default: allocated per call);
     softmax_scale: default 1/sqrt(d_qk); causal: query row i of s_q sees keys
-    [0, seqlen - s_q + i]; stream: default torch.cuda.current_stream().
+    [0, seqlen - s_q + i]; stream: default torch.cuda.current_stream();
+    batch_invariant: each request's out and LSE are bitwise the same whatever
+    else is in the batch (docs/batch_invariance.md; a given plan's mode wins).
     CPU tensors run the C++ reference.
     """
     softmax_scale = softmax_scale_arg("dense_decode", q, softmax_scale)
@@ -67,27 +82,31 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
         check_plan_type("dense_decode", plan, DensePlan)
         if eager:
             _check_plan_once(plan, q, kv_cache, block_table, d_v)
+    batch_invariant = _batch_invariant_arg("dense_decode", plan, batch_invariant)
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):  # outputs are allocated on the stream that uses them
         if eager:
             return _eager.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
                                        float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
-                                       min_parts)
+                                       min_parts, batch_invariant=batch_invariant)
         return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
                                               float(softmax_scale), bool(causal), d_v, num_sms, max_parts,
-                                              min_parts)
+                                              min_parts, batch_invariant)
 
 
 def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optional[SparsePlan] = None,
                   workspace: Optional[Tensor] = None, softmax_scale: Optional[float] = None,
                   topk_length: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None,
-                  d_v: int = _C.HEAD_DIM_V, stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor]:
+                  d_v: int = _C.HEAD_DIM_V, stream: Optional[torch.cuda.Stream] = None,
+                  batch_invariant: bool = False) -> Tuple[Tensor, Tensor]:
     """Sparse MLA decode (DeepSeek Sparse Attention) over the 656-byte FP8 cache.
 
     q [batch, s_q, h_q, 576] bf16, kv_cache [num_pages, page_size, 1, 656] uint8 or
     float8_e4m3fn bytes, indices [batch, s_q, topk] int32 (page * page_size + offset;
     -1 skips), topk_length [batch] int32, attn_sink [h_q] fp32.
     Returns out [batch, s_q, h_q, d_v] bf16 and lse [batch, h_q, s_q] fp32.
+    batch_invariant: as for dense_decode (every (request, query token) row is
+    independent of the rest of the batch).
     """
     softmax_scale = softmax_scale_arg("sparse_decode", q, softmax_scale)
     d_v = d_v_arg("sparse_decode", d_v)
@@ -96,13 +115,16 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
         check_plan_type("sparse_decode", plan, SparsePlan)
         if eager:
             _check_plan_once(plan, q, kv_cache, indices, d_v)
+    batch_invariant = _batch_invariant_arg("sparse_decode", plan, batch_invariant)
     num_sms, max_parts, min_parts = _plan_ints(plan)
     with _stream_context(stream):  # outputs are allocated on the stream that uses them
         if eager:
             return _eager.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
-                                        float(softmax_scale), int(d_v), num_sms, max_parts, min_parts)
+                                        float(softmax_scale), int(d_v), num_sms, max_parts, min_parts,
+                                        batch_invariant=batch_invariant)
         return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
-                                               float(softmax_scale), d_v, num_sms, max_parts, min_parts)
+                                               float(softmax_scale), d_v, num_sms, max_parts, min_parts,
+                                               batch_invariant)
 
 
 def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Optional[float] = None,
@@ -111,6 +133,9 @@ def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Opt
                    stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Sparse MLA prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
 
+    kv may instead be sparse decode's 656-byte FP8 cache, a 1-byte tensor [num_pages, page_size, 1, 656]
+    (indices = page * page_size + offset, d_qk = 576): the rows are read and dequantised in place, with
+    no BF16 copy of the cache (on the GPU: h_q in {8, 16, 32, 64, 128}, topk a multiple of 64).
     Returns out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 and lse [s_q, h_q] fp32
     (empty rows: max_logits -inf, lse +inf, out 0).
     """

@@ -57,7 +57,7 @@ def _check_prefill_devices(q, kv, indices, topk_length, attn_sink):
 def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tensor,
                     workspace: Optional[Tensor], q_scale: Optional[Tensor], kv_scale: Optional[Tensor],
                     softmax_scale: float, causal: bool, d_v: int, num_sms: int, max_parts: int,
-                    min_parts: int) -> Tuple[Tensor, Tensor]:
+                    min_parts: int, batch_invariant: bool = False) -> Tuple[Tensor, Tensor]:
     """out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] fp32 (natural log; +inf for an empty row)."""
     _check_dense_devices(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale)
     check_d_v("dense_decode", d_v)
@@ -67,7 +67,7 @@ def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: T
     b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=_dense_out_dtype(q.dtype), device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, num_sms, max_parts, min_parts)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant)
     if q.device.type == "cpu":
         _C.dense_decode(q_ref, kv_ref, table_ref, ref(seqlens), ref(out), ref(lse), ref_or_none(q_scale),
                         ref_or_none(kv_scale), softmax_scale, causal, info, options, ref_or_none(workspace), 0)
@@ -84,7 +84,7 @@ def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: T
 
 @dense_decode_op.register_fake
 def _dense_decode_fake(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
-                       d_v, num_sms, max_parts, min_parts):
+                       d_v, num_sms, max_parts, min_parts, batch_invariant=False):
     _check_dense_devices(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale)
     check_d_v("dense_decode", d_v)
     b, s_q, h_q = _leading(q, 4, 3)
@@ -99,7 +99,8 @@ def _dense_decode_fake(q, kv_cache, block_table, seqlens, workspace, q_scale, kv
 @torch.library.custom_op("openmla::sparse_decode", mutates_args=("workspace",))
 def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optional[Tensor],
                      topk_length: Optional[Tensor], attn_sink: Optional[Tensor], softmax_scale: float, d_v: int,
-                     num_sms: int, max_parts: int, min_parts: int) -> Tuple[Tensor, Tensor]:
+                     num_sms: int, max_parts: int, min_parts: int,
+                     batch_invariant: bool = False) -> Tuple[Tensor, Tensor]:
     """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32."""
     _check_sparse_devices(q, kv_cache, indices, workspace, topk_length, attn_sink)
     check_d_v("sparse_decode", d_v)
@@ -109,7 +110,7 @@ def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Op
     b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, num_sms, max_parts, min_parts)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant)
     if q.device.type == "cpu":
         _C.sparse_decode(q_ref, kv_ref, indices_ref, ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
                          ref(lse), softmax_scale, info, options, ref_or_none(workspace), 0)
@@ -125,7 +126,7 @@ def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Op
 
 @sparse_decode_op.register_fake
 def _sparse_decode_fake(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
-                        max_parts, min_parts):
+                        max_parts, min_parts, batch_invariant=False):
     _check_sparse_devices(q, kv_cache, indices, workspace, topk_length, attn_sink)
     check_d_v("sparse_decode", d_v)
     b, s_q, h_q = _leading(q, 4, 3)

@@ -18,15 +18,17 @@ the object beside the dataclass fields (attribute `_openmla_workspace`). Later
 calls with the same object (every layer of a step) check their arguments against
 `config` and reuse the workspace. `tile_scheduler_metadata` and `num_splits` are
 left to the caller: a [1, 8] tensor put there (vLLM's batch-invariant mode) makes
-the calls run without a split. Dense calls rebuild the schedule on the device from
-cache_seqlens inside every call (and every CUDA-graph replay). Sparse calls, like
-FlashMLA's, reuse the schedule that the object's first eager call built, as long
-as the shapes, the workspace, the stream and the topk_length tensor (object and
-torch version) are those of that call and nothing was captured with the object
-(openmla/_eager.py, "Schedule reuse"); anything else rebuilds it, and captured
-calls always rebuild it (every replay gets new lengths). So, as with FlashMLA,
-use one object per set of lengths (per decode step): a change to topk_length that
-torch does not count (an inference tensor written in place) is not seen.
+the calls run in OpenMLA's batch-invariant mode (docs/batch_invariance.md: each request's
+out and LSE bitwise independent of the rest of the batch, still spread over the SMs), as
+does OPENMLA_BATCH_INVARIANT=1 or VLLM_BATCH_INVARIANT=1 in the environment at import.
+Dense calls rebuild the schedule on the device from cache_seqlens inside every call (and
+every CUDA-graph replay). Sparse calls, like FlashMLA's, reuse the schedule that the
+object's first eager call built, as long as the shapes, the workspace, the stream and the
+topk_length tensor (object and torch version) are those of that call and nothing was
+captured with the object (openmla/_eager.py, "Schedule reuse"); anything else rebuilds it,
+and captured calls always rebuild it (every replay gets new lengths). So, as with FlashMLA,
+use one object per set of lengths (per decode step): a change to topk_length that torch
+does not count (an inference tensor written in place) is not seen.
 
 For the older tensor form, where get_mla_metadata(cache_seqlens, ...) returns
 (tile_scheduler_metadata, num_splits) tensors, import openmla.flash_mla_tensor_metadata.
@@ -40,13 +42,14 @@ What is not there
   (CPU reference only until the dense FP8 kernel exists).
 - flash_attn_varlen_func and its packed forms are FlashMLA's SM100 dense prefill:
   they exist so that imports work, and raise NotImplementedError.
-- The sparse prefill GPU kernel does not exist yet: flash_mla_sparse_fwd raises
-  NotImplementedError on CUDA tensors (CPU tensors run the reference).
+- flash_mla_sparse_fwd also takes sparse decode's 656-byte FP8 cache as kv
+  ([num_pages, page_size, 1, 656], 1-byte dtype), read in place, and any h_q from 1 to 128.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -235,27 +238,40 @@ def flash_mla_with_kvcache(
         _check_arguments(q, k_cache, block_table, cache_seqlens, causal, is_fp8_kvcache, indices, attn_sink,
                          topk_length)
 
-    # A caller-made tile_scheduler_metadata [1, 8] (vLLM's batch-invariant mode) means one SM part, no
-    # split, so a request's result does not depend on its batch.
-    max_parts = _caller_parts(meta.tile_scheduler_metadata)
+    # A caller-made tile_scheduler_metadata [1, 8] (vLLM's batch-invariant mode) or the environment
+    # (_BATCH_INVARIANT) asks that a request's result not depend on its batch: OpenMLA's batch-invariant
+    # mode (fixed chunks per request, docs/batch_invariance.md), which keeps the SMs busy, rather than the
+    # single SM part the [1, 8] tensor stands for in FlashMLA.
+    batch_invariant = _BATCH_INVARIANT or _caller_parts(meta.tile_scheduler_metadata) == 1
     eager = _eager.applies(q)
     if indices is not None:
         # ---- sparse decode over the 656-byte FP8 cache ----
         if eager:
             return _eager.sparse_decode(q, k_cache, indices, None, topk_length, attn_sink, float(softmax_scale),
-                                        int(head_dim_v), 0, max_parts, 0, None, _SPARSE, meta, _WORKSPACE_SLOT)
+                                        int(head_dim_v), 0, 0, 0, None, _SPARSE, meta, _WORKSPACE_SLOT,
+                                        batch_invariant)
         return torch.ops.openmla.sparse_decode(q, k_cache, indices, meta.__dict__.get(_WORKSPACE_SLOT), topk_length,
-                                               attn_sink, float(softmax_scale), int(head_dim_v), 0, max_parts, 0)
+                                               attn_sink, float(softmax_scale), int(head_dim_v), 0, 0, 0,
+                                               batch_invariant)
 
     # ---- dense decode ----
     if eager:
         return _eager.dense_decode(q, k_cache, block_table, cache_seqlens, None, None, None, float(softmax_scale),
-                                   bool(causal), int(head_dim_v), 0, max_parts, 0, None, _DENSE, meta,
-                                   _WORKSPACE_SLOT)
+                                   bool(causal), int(head_dim_v), 0, 0, 0, None, _DENSE, meta,
+                                   _WORKSPACE_SLOT, batch_invariant)
     # torch.compile: a workspace filled by an eager call, else the op allocates one per call.
     return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, meta.__dict__.get(_WORKSPACE_SLOT),
                                           None, None, float(softmax_scale), bool(causal), int(head_dim_v), 0,
-                                          max_parts, 0)
+                                          0, 0, batch_invariant)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# Batch-invariant mode for every call of this module: OPENMLA_BATCH_INVARIANT=1, or vLLM's own
+# VLLM_BATCH_INVARIANT=1 (read once, at import).
+_BATCH_INVARIANT = _env_flag("OPENMLA_BATCH_INVARIANT") or _env_flag("VLLM_BATCH_INVARIANT")
 
 
 def _caller_parts(tile_scheduler_metadata) -> int:
@@ -281,8 +297,9 @@ def flash_mla_sparse_fwd(
     """FlashMLA's sparse prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
 
     Returns (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32, lse [s_q, h_q] fp32).
-    CUDA tensors raise NotImplementedError until the sparse prefill kernel exists;
-    CPU tensors run the C++ reference. sm_scale is required (FlashMLA has no default).
+    Beyond FlashMLA: kv may be the 656-byte FP8 cache [num_pages, page_size, 1, 656] (indices =
+    page * page_size + offset), read in place. CPU tensors run the C++ reference.
+    sm_scale is required (FlashMLA has no default).
     """
     check_sm_scale(_PREFILL.name, sm_scale)
     return _sparse_prefill(_PREFILL, q, kv, indices, sm_scale, topk_length, attn_sink, d_v, None)

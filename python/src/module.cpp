@@ -329,7 +329,9 @@ NB_MODULE(_C, m) {
       .def_rw("max_parts", &PlanOptions::max_parts)
       .def_rw("min_parts", &PlanOptions::min_parts)
       .def_rw("min_part_cost", &PlanOptions::min_part_cost)
-      .def_rw("cluster_split", &PlanOptions::cluster_split);
+      .def_rw("cluster_split", &PlanOptions::cluster_split)
+      .def_rw("batch_invariant", &PlanOptions::batch_invariant)
+      .def_rw("chunk_blocks", &PlanOptions::chunk_blocks);
 
   nb::class_<DenseDecodeShape>(m, "DenseDecodeShape")
       .def(nb::init<>())
@@ -375,6 +377,7 @@ NB_MODULE(_C, m) {
       .def_ro("num_slots", &DecodePlan::num_slots)
       .def_prop_ro("kernel", [](const DecodePlan& p) { return std::string(decode_kernel_name(p.kernel)); })
       .def_ro("cluster_size", &DecodePlan::cluster_size)
+      .def_ro("chunk_blocks", &DecodePlan::chunk_blocks)
       .def_ro("d_v", &DecodePlan::d_v)
       .def_prop_ro("max_length", [](const DecodePlan& p) { return p.lengths.max_length; })
       .def_prop_ro("workspace_bytes", [](const DecodePlan& p) { return p.workspace.total_bytes; })

@@ -322,18 +322,33 @@ Status sparse_prefill_params(const char* entry, const SparsePrefillTensors& t, f
   const TensorRef& indices = *t.indices;
   const TensorRef& out = *t.out;
   OPENMLA_RETURN_IF_ERROR(check_rank(entry, "q", q, 3, "[s_q, h_q, d_qk]"));
-  OPENMLA_RETURN_IF_ERROR(check_rank(entry, "kv", kv, 3, "[s_kv, h_kv, d_qk]"));
+  // A 4-D byte tensor is sparse decode's 656-byte paged FP8 cache (FP8-cache mode).
+  const bool fp8_cache = kv.sizes.size() == 4 && kv.itemsize == 1;
+  if (!fp8_cache) {
+    OPENMLA_RETURN_IF_ERROR(check_rank(entry, "kv", kv, 3,
+                                       "[s_kv, h_kv, d_qk] bf16, or the FP8 cache [num_pages, page_size, 1, 656]"));
+  }
   OPENMLA_RETURN_IF_ERROR(check_rank(entry, "indices", indices, 3, "[s_q, h_kv, topk]"));
   OPENMLA_RETURN_IF_ERROR(check_rank(entry, "out", out, 3, "[s_q, h_q, d_v]"));
   OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "q", q, "bfloat16"));
-  OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "kv", kv, "bfloat16"));
+  if (!fp8_cache) OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "kv", kv, "bfloat16"));
   OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "indices", indices, "int32"));
   OPENMLA_RETURN_IF_ERROR(check_dtype_name(entry, "out", out, "bfloat16"));
-  if (kv.sizes[1] != 1) {
-    return argument_error(kUnsupported, entry, "kv", "has more than one KV head",
-                          attr("kv", "shape") + " = " + show_list(kv.sizes), "h_kv = 1 ([s_kv, 1, d_qk])");
+  if (fp8_cache) {
+    OPENMLA_RETURN_IF_ERROR(
+        check_sizes(entry, "kv", kv, {-1, -1, 1, kSparseFp8TokenBytes}, "([num_pages, page_size, 1, 656])"));
+    if (kv.sizes[1] > 1 && kv.strides[1] != kSparseFp8TokenBytes) {
+      // NOTE: the params carry a page stride only; tokens inside a page are packed.
+      return argument_error(kInvalid, entry, "kv", "has tokens that are not packed inside a page",
+                            attr("kv", "stride(1)") + " = " + std::to_string(kv.strides[1]), "656");
+    }
+  } else {
+    if (kv.sizes[1] != 1) {
+      return argument_error(kUnsupported, entry, "kv", "has more than one KV head",
+                            attr("kv", "shape") + " = " + show_list(kv.sizes), "h_kv = 1 ([s_kv, 1, d_qk])");
+    }
+    OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "kv", kv, {-1, 1, q.sizes[2]}, "([s_kv, 1, d_qk of q])"));
   }
-  OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "kv", kv, {-1, 1, q.sizes[2]}, "([s_kv, 1, d_qk of q])"));
   OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "indices", indices, {q.sizes[0], 1, -1}, "([s_q, 1, topk])"));
   OPENMLA_RETURN_IF_ERROR(check_sizes(entry, "out", out, {q.sizes[0], q.sizes[1], -1}, "([s_q, h_q, d_v])"));
   // Empty sizes first: the outputs made from them would be blamed otherwise.
@@ -366,15 +381,27 @@ Status sparse_prefill_params(const char* entry, const SparsePrefillTensors& t, f
   OPENMLA_RETURN_IF_ERROR(to_int(entry, "s_q", q.sizes[0], &s.s_q));
   OPENMLA_RETURN_IF_ERROR(to_int(entry, "h_q", q.sizes[1], &s.h_q));
   OPENMLA_RETURN_IF_ERROR(to_int(entry, "d_qk", q.sizes[2], &s.d_qk));
-  OPENMLA_RETURN_IF_ERROR(to_int(entry, "s_kv", kv.sizes[0], &s.s_kv));
+  if (fp8_cache) {
+    s.fp8_kv_cache = true;
+    OPENMLA_RETURN_IF_ERROR(to_int(entry, "num_pages", kv.sizes[0], &s.num_pages));
+    OPENMLA_RETURN_IF_ERROR(to_int(entry, "page_size", kv.sizes[1], &s.page_size));
+    OPENMLA_RETURN_IF_ERROR(to_int(entry, "s_kv", kv.sizes[0] * kv.sizes[1], &s.s_kv));
+  } else {
+    OPENMLA_RETURN_IF_ERROR(to_int(entry, "s_kv", kv.sizes[0], &s.s_kv));
+  }
   OPENMLA_RETURN_IF_ERROR(to_int(entry, "topk", indices.sizes[2], &s.topk));
   OPENMLA_RETURN_IF_ERROR(to_int(entry, "d_v", out.sizes[2], &s.d_v));
 
   // ---- pointers and strides (checked by the api validators) ----
   p.q = address(q);
   p.q_stride_s = q.strides[0], p.q_stride_h = q.strides[1];
-  p.kv = address(kv);
-  p.kv_stride_s = kv.strides[0];
+  if (fp8_cache) {
+    p.kv_cache = static_cast<const uint8_t*>(address(kv));
+    p.kv_stride_page_bytes = kv.strides[0];  // 1-byte elements
+  } else {
+    p.kv = address(kv);
+    p.kv_stride_s = kv.strides[0];
+  }
   p.indices = static_cast<const int32_t*>(address(indices));
   p.indices_stride_s = indices.strides[0];
   p.topk_length = t.topk_length ? static_cast<const int32_t*>(address(*t.topk_length)) : nullptr;

@@ -156,7 +156,13 @@ def sparse_case(r: random.Random):
 
 def prefill_case(r: random.Random):
     s_q, h_q, s_kv, topk = r.randint(1, 4), r.choice([8, 16]), r.randint(1, 80), r.randint(1, 70)
-    args = dict(q=torch.randn(s_q, h_q, 576).bfloat16(), kv=torch.randn(s_kv, 1, 576).bfloat16(),
+    if r.random() < 0.3:  # FP8-cache mode: kv is the 656-byte paged cache
+        page_size = r.choice([1, 5, 64])
+        s_kv = page_size * r.randint(1, 3)
+        kv = _sparse_cache(s_kv // page_size, page_size, r.randrange(1000))
+    else:
+        kv = torch.randn(s_kv, 1, 576).bfloat16()
+    args = dict(q=torch.randn(s_q, h_q, 576).bfloat16(), kv=kv,
                 indices=random_indices((s_q, 1, topk), s_kv, seed=r.randrange(1000)))
 
     def indices(a, r):

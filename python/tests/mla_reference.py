@@ -177,6 +177,9 @@ def sparse_decode_ref(q, kv_cache, indices, softmax_scale, topk_length=None, att
 
 
 def sparse_prefill_ref(q, kv, indices, softmax_scale, topk_length=None, attn_sink=None, d_v=D_V):
+    """kv: [s_kv, 1, d_qk] bf16, or the FP8 cache [num_pages, page_size, 1, 656] (dequantised here)."""
+    if kv.dim() == 4 and kv.element_size() == 1:
+        kv = dequantize_sparse_tokens(kv.view(torch.uint8)).unsqueeze(1)  # [num_tokens, 1, 576]
     q, kv, indices = q.cpu().float(), kv.cpu().float(), indices.cpu()
     s_q, h_q, _ = q.shape
     s_kv, topk = kv.shape[0], indices.shape[-1]

@@ -118,6 +118,31 @@ def test_sparse_prefill_matches_torch(h_q, topk, d_qk, with_length, with_sink):
     assert torch.isneginf(max_logits[4]).all() and torch.isposinf(lse[4]).all() and torch.all(out[4] == 0)
 
 
+@pytest.mark.parametrize("h_q, page_size", [(16, 64), (24, 5)])
+def test_sparse_prefill_fp8_cache_matches_torch(h_q, page_size):
+    """FP8-cache mode: kv is the 656-byte paged cache (the reference dequantises it)."""
+    s_q, pages, topk = 4, 6, 96
+    q = torch.randn(s_q, h_q, 576).bfloat16()
+    cache = _sparse_cache(pages, page_size)
+    indices = random_indices((s_q, 1, topk), pages * page_size, invalid_fraction=0.3)
+    topk_length = torch.tensor([topk, 7, 0, 50], dtype=torch.int32)
+    sink = torch.randn(h_q)
+    out, max_logits, lse = openmla.sparse_prefill(q, cache, indices, topk_length=topk_length, attn_sink=sink)
+    out_ref, max_ref, lse_ref = sparse_prefill_ref(q, cache, indices, 576 ** -0.5, topk_length, sink)
+    assert_attention_close(out, lse, out_ref, lse_ref, max_logits=max_logits, max_logits_ref=max_ref)
+    assert torch.isposinf(lse[2]).all() and torch.all(out[2] == 0)  # topk_length 0
+
+
+def test_sparse_prefill_fp8_cache_messages():
+    q = torch.randn(2, 16, 576).bfloat16()
+    cache = _sparse_cache(2, 64)
+    indices = random_indices((2, 1, 64), 128)
+    with pytest.raises(ValueError, match=r"^sparse_prefill: argument 'kv' has the wrong shape"):
+        openmla.sparse_prefill(q, cache[..., :600], indices)
+    with pytest.raises(NotImplementedError, match=r"^sparse_prefill: argument 'q' \(d_qk\) is not supported"):
+        openmla.sparse_prefill(q[..., :512].contiguous(), cache, indices)
+
+
 def test_sparse_validation_messages():
     q = torch.randn(1, 1, 16, 576).bfloat16()
     cache = _sparse_cache(2, 64)

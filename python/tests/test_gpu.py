@@ -191,6 +191,24 @@ def test_sparse_decode_gpu():
     assert_attention_close(*result, out_ref, lse_ref)
 
 
+@pytest.mark.parametrize("h_q, page_size, extras", [(128, 64, True), (16, 64, False), (64, 37, True)])
+def test_sparse_prefill_fp8_cache_gpu(h_q, page_size, extras):
+    """FP8-cache mode: kv is sparse decode's 656-byte paged cache, read in place."""
+    s_q, topk, pages = 23, 256, 40
+    gen = torch.Generator().manual_seed(h_q + page_size)
+    q = torch.randn(s_q, h_q, 576, generator=gen).bfloat16().cuda()
+    cache = quantize_sparse_tokens(torch.randn(pages * page_size, 576, generator=gen))
+    cache = cache.view(pages, page_size, 1, TOKEN_BYTES).cuda()
+    indices = random_indices((s_q, 1, topk), pages * page_size, seed=h_q).cuda()
+    topk_length = torch.randint(0, topk + 1, (s_q,), generator=gen, dtype=torch.int32).cuda() if extras else None
+    sink = (torch.rand(h_q, generator=gen) * 4).cuda() if extras else None
+    scale = default_scale()
+    out, max_logits, lse = flash_mla_sparse_fwd(q, cache, indices, scale, attn_sink=sink, topk_length=topk_length)
+    torch.cuda.synchronize()
+    out_ref, max_ref, lse_ref = sparse_prefill_ref(q, cache, indices, scale, topk_length, sink)
+    assert_attention_close(out, lse, out_ref, lse_ref, max_logits=max_logits, max_logits_ref=max_ref)
+
+
 @pytest.mark.parametrize("s_q, h_q, d_qk, topk, s_kv, extras", [
     (8, 64, 576, 128, 500, False),     # FlashMLA's shapes
     (37, 128, 576, 384, 3000, True),   # topk_length and sink

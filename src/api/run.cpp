@@ -98,6 +98,36 @@ void record_schedule(ScheduleRecord* record, const DecodePlan& plan, const void*
   record->filled = !record->captured;
 }
 
+// Sparse prefill in FP8-cache mode as the sparse decode call the FP8 kernels run:
+// one request per query token (batch = s_q, s_q = 1), the same index rows, lengths,
+// sink and outputs ([s_q, h_q, 512] out, [s_q, h_q] LSE).
+SparseDecodeParams decode_view(const SparsePrefillParams& params) {
+  const SparsePrefillShape& s = params.shape;
+  SparseDecodeParams d;
+  d.shape.batch = s.s_q;
+  d.shape.s_q = 1;
+  d.shape.h_q = s.h_q;
+  d.shape.d_qk = s.d_qk;
+  d.shape.d_v = s.d_v;
+  d.shape.topk = s.topk;
+  d.shape.page_size = s.page_size;
+  d.shape.num_pages = s.num_pages;
+  d.q = params.q;
+  d.q_stride_b = params.q_stride_s, d.q_stride_s = params.q_stride_s, d.q_stride_h = params.q_stride_h;
+  d.kv_cache = params.kv_cache;
+  d.kv_stride_page_bytes = params.kv_stride_page_bytes;
+  d.indices = params.indices;
+  d.indices_stride_b = params.indices_stride_s, d.indices_stride_s = params.indices_stride_s;
+  d.topk_length = params.topk_length;
+  d.attn_sink = params.attn_sink;
+  d.out = params.out;
+  d.out_stride_b = params.out_stride_s, d.out_stride_s = params.out_stride_s, d.out_stride_h = params.out_stride_h;
+  d.lse = params.lse;
+  d.lse_stride_b = s.h_q, d.lse_stride_h = 1;
+  d.softmax_scale = params.softmax_scale;
+  return d;
+}
+
 }  // namespace
 
 Status query_device_info(int device, DeviceInfo* info) {
@@ -209,6 +239,12 @@ Status sparse_prefill_run(const SparsePrefillParams& params, const DecodePlan& p
   return run_split_kv(
       plan, workspace, params.topk_length, combine,
       [&](const kernels::DecodeWorkspace& views) {
+        if (shape.fp8_kv_cache) {
+#if OPENMLA_ENABLE_SPARSE_DECODE  // else check_sparse_prefill_gpu refused FP8-cache mode
+          return kernels::decode_sparse_fp8::launch(decode_view(params), plan, views.schedule.parts, views.partial_o,
+                                                    views.partial_lse, stream, params.max_logits, views.partial_max);
+#endif
+        }
         return kernels::prefill_sparse::launch(params, plan, views.schedule.parts, views.partial_o,
                                                views.partial_lse, views.partial_max, stream);
       },

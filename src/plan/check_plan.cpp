@@ -1,5 +1,6 @@
 // check_plan: every invariant a kernel relies on, checked from scratch (it
 // does not reuse the partition code it is checking).
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,8 +30,17 @@ std::string at_part(size_t p) { return "part " + std::to_string(p) + ": "; }
 
 Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const HostSchedule& schedule) {
   if (plan.num_parts < 1) return fail("num_parts = " + std::to_string(plan.num_parts) + " < 1");
-  if (plan.num_slots != (plan.num_parts > 1 ? 2 * (plan.num_parts - 1) : 0)) {
+  const bool invariant = plan.chunk_blocks > 0;  // batch-invariant plan (plan/chunk_partition.h)
+  if (plan.chunk_blocks < 0) return fail("chunk_blocks = " + std::to_string(plan.chunk_blocks) + " < 0");
+  if (!invariant && plan.num_slots != (plan.num_parts > 1 ? 2 * (plan.num_parts - 1) : 0)) {
     return fail("num_slots = " + std::to_string(plan.num_slots) + " is not 2 * (num_parts - 1)");
+  }
+  if (invariant && plan.num_slots != (plan.num_parts > plan.num_items ? plan.num_parts : 0)) {
+    return fail("num_slots = " + std::to_string(plan.num_slots) +
+                " is not num_parts (a slot per part) in a batch-invariant plan that can split");
+  }
+  if (invariant && plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
+    return fail("a batch-invariant plan names the cluster kernel (another reduction order)");
   }
   if (plan.min_part_cost < 1) return fail("min_part_cost = " + std::to_string(plan.min_part_cost) + " < 1");
   const bool clustered = plan.kernel == DecodeKernel::kDenseColumnSplitCluster;
@@ -49,7 +59,8 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
                 std::to_string(plan.num_parts));
   }
   const size_t expected_partial =
-      partial_accumulator_bytes(plan.num_parts, plan.rows_per_item, plan.d_v);
+      invariant ? size_t(plan.num_slots) * size_t(plan.rows_per_item) * size_t(plan.d_v + 1) * sizeof(float)
+                : partial_accumulator_bytes(plan.num_parts, plan.rows_per_item, plan.d_v);
   if (plan.workspace.partial_o.bytes + plan.workspace.partial_lse.bytes != expected_partial) {
     return fail("partial accumulators take " +
                 std::to_string(plan.workspace.partial_o.bytes + plan.workspace.partial_lse.bytes) +
@@ -81,6 +92,16 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
     if (part.end_block < 1 || part.end_block > end_blocks ||
         (part.end_item == part.begin_item && part.end_block <= part.begin_block)) {
       return fail(at_part(p) + "end_block " + std::to_string(part.end_block) + " invalid");
+    }
+    if (invariant) {
+      // One fixed chunk per part: [k K, min((k + 1) K, blocks)) of one item.
+      const int32_t chunk_blocks = plan.chunk_blocks;
+      if (part.end_item != part.begin_item || part.begin_block % chunk_blocks != 0 ||
+          part.end_block != std::min(part.begin_block + chunk_blocks, end_blocks)) {
+        return fail(at_part(p) + "(" + std::to_string(part.begin_item) + ", " + std::to_string(part.begin_block) +
+                    ") .. (" + std::to_string(part.end_item) + ", " + std::to_string(part.end_block) +
+                    ") is not one fixed chunk of " + std::to_string(chunk_blocks) + " blocks");
+      }
     }
     for (int32_t item = part.begin_item; item <= part.end_item; ++item) ++pieces[size_t(item)];
     if (part.end_block == end_blocks) {

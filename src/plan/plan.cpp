@@ -5,6 +5,7 @@
 #include <string>
 
 #include "validate/validate.h"
+#include "plan/chunk_partition.h"
 #include "plan/partition.h"
 #include "plan/plan_identity.h"
 
@@ -42,6 +43,34 @@ WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, in
   return layout;
 }
 
+// Batch-invariant mode (docs/batch_invariance.md): one part per possible
+// chunk, num_items * ceil(max blocks / chunk_blocks), so every chunk is its own
+// CTA and no part ever holds two chunks of one item; a part's slot is its
+// index (plan/chunk_partition.h). Parts and slots are sized by the shape (the
+// batch and the longest possible item), never by the lengths. The caller
+// validated the part count (validate_batch_invariant).
+int64_t batch_invariant_parts(const DecodePlan& plan, int chunk_blocks) {
+  const int64_t max_blocks = std::max<int64_t>(1, (int64_t(plan.lengths.max_length) + kKvBlockTokens - 1) / kKvBlockTokens);
+  return int64_t(plan.num_items) * ((max_blocks + chunk_blocks - 1) / chunk_blocks);
+}
+
+int batch_invariant_chunk_size(const DecodePlan& plan, const PlanOptions& options) {
+  return options.chunk_blocks > 0 ? options.chunk_blocks : batch_invariant_chunk_blocks(plan.rows_per_item);
+}
+
+void finish_batch_invariant_plan(DecodePlan* plan) {
+  plan->chunk_blocks = batch_invariant_chunk_size(*plan, plan->options);
+  plan->num_parts = int(batch_invariant_parts(*plan, plan->chunk_blocks));
+  // Items of one chunk never need a slot: with one chunk per item at most,
+  // nothing is ever split.
+  plan->num_slots = plan->num_parts > plan->num_items ? plan->num_parts : 0;
+  plan->min_part_cost = 1;
+  plan->whole_item_parts = false;
+  plan->workspace = layout_workspace(plan->num_items, plan->num_parts, plan->num_slots,
+                                     plan->rows_per_item, plan->d_v,
+                                     /*partial_max=*/plan->family == PlanFamily::kSparsePrefill);
+}
+
 // NOTE: the part count depends on shapes only. Every q-group CTA of a part
 // walks the same KV range, so parts = SMs / q-groups keeps one wave; when the
 // q-groups alone fill the machine (e.g. h_q = 128, s_q >= 67 on 132 SMs) the
@@ -56,6 +85,10 @@ int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptio
 void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& options) {
   plan->device = device;
   plan->options = options;
+  if (options.batch_invariant) {
+    finish_batch_invariant_plan(plan);
+    return;
+  }
   plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
   // Forcing parts (tests of the split path) also lets every part take work.
@@ -80,6 +113,7 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
 // Clusters of C whole-SM CTAs must sit in one GPC (GPCs of 16-18 SMs).
 int choose_cluster_split(const DecodePlan& plan, int rows_per_kv, const DeviceInfo& device,
                          const PlanOptions& options) {
+  if (options.batch_invariant) return 0;  // the cluster merge is another reduction order
   if (options.cluster_split > 0) return options.cluster_split == 1 ? 0 : options.cluster_split;
   if (options.max_parts > 0 || options.min_parts > 0) return 0;  // the caller asked for a schedule
   constexpr int kSmallTileRows = 16;
@@ -109,6 +143,40 @@ Status validate_options(const char* entry, const PlanOptions& options) {
                                     std::to_string(options.max_parts) + ", expected 0 <= min_parts <= " +
                                     "max_parts (0 = automatic) and min_parts <= " +
                                     std::to_string(kMaxParts));
+  }
+  if (options.batch_invariant) {
+    if (options.max_parts != 0 || options.min_parts != 0 || options.min_part_cost != 0 || options.cluster_split > 1) {
+      return Status::invalid_argument(
+          std::string(entry) + ": argument 'options' asks for batch_invariant with a fixed split: got max_parts = " +
+          std::to_string(options.max_parts) + ", min_parts = " + std::to_string(options.min_parts) +
+          ", min_part_cost = " + std::to_string(options.min_part_cost) + ", cluster_split = " +
+          std::to_string(options.cluster_split) +
+          ", expected 0 (automatic) for each (cluster_split 1 is allowed) when batch_invariant is set");
+    }
+    if (options.chunk_blocks < 0) {
+      return Status::invalid_argument(std::string(entry) + ": argument 'options.chunk_blocks' must be >= 0: got " +
+                                      std::to_string(options.chunk_blocks) + " (0 = automatic)");
+    }
+  } else if (options.chunk_blocks != 0) {
+    return Status::invalid_argument(std::string(entry) + ": argument 'options.chunk_blocks' applies to " +
+                                    "batch_invariant plans only: got " + std::to_string(options.chunk_blocks) +
+                                    " with batch_invariant = false, expected 0");
+  }
+  return Status::ok();
+}
+
+// The part count of a batch-invariant plan must fit a grid dimension.
+Status validate_batch_invariant(const char* entry, const DecodePlan& plan, const PlanOptions& options) {
+  if (!options.batch_invariant) return Status::ok();
+  const int chunk_blocks = batch_invariant_chunk_size(plan, options);
+  const int64_t parts = batch_invariant_parts(plan, chunk_blocks);
+  if (parts > kMaxBatchInvariantParts) {
+    return Status::not_supported(
+        std::string(entry) + ": argument 'options.batch_invariant' needs one part per possible chunk: got " +
+        std::to_string(plan.num_items) + " items x " + std::to_string(parts / plan.num_items) +
+        " chunks of " + std::to_string(chunk_blocks) + " blocks = " + std::to_string(parts) +
+        " parts, expected at most " + std::to_string(kMaxBatchInvariantParts) +
+        " (raise options.chunk_blocks or lower the maximum length)");
   }
   return Status::ok();
 }
@@ -146,7 +214,13 @@ DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape) {
                                                  : DecodeKernel::kSparseHeadsOnMCtaPair;
 }
 
-DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape&) {
+// FP8-cache mode: the sparse decode kernel for this head count (one token per request).
+DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape& shape) {
+  if (shape.fp8_kv_cache) {
+    SparseDecodeShape decode;
+    decode.h_q = shape.h_q;
+    return choose_sparse_kernel(decode);
+  }
   return DecodeKernel::kSparsePrefillHeadsOnM;
 }
 
@@ -166,6 +240,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   result.num_q_groups = dense_q_groups(shape);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, 0, int32_t(int64_t(shape.max_pages_per_seq) * shape.page_size)};
+  OPENMLA_RETURN_IF_ERROR(validate_batch_invariant(kEntry, result, options));
   finish_plan(&result, device, options);
   const int cluster_split = choose_cluster_split(result, dense_rows_per_kv_head(shape), device, options);
   result.cluster_size = cluster_split > 1 ? cluster_split : 1;
@@ -193,6 +268,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   result.num_q_groups = sparse_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, shape.s_q, shape.topk, shape.topk};
+  OPENMLA_RETURN_IF_ERROR(validate_batch_invariant(kEntry, result, options));
   finish_plan(&result, device, options);
   result.kernel = choose_sparse_kernel(shape);
   result.fingerprint = decode_plan_fingerprint(result);
@@ -216,7 +292,8 @@ Status plan_sparse_prefill(const SparsePrefillShape& shape, const DeviceInfo& de
   result.num_items = shape.s_q;
   result.q_tokens_per_item = 1;
   result.rows_per_item = shape.h_q;
-  result.num_q_groups = sparse_prefill_q_groups(shape.h_q);
+  // FP8-cache mode runs the sparse FP8 decode kernels (their q-groups).
+  result.num_q_groups = shape.fp8_kv_cache ? sparse_q_groups(shape.h_q) : sparse_prefill_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, shape.topk, shape.topk};
   finish_plan(&result, device, options);
@@ -234,7 +311,8 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
                                     std::to_string(plan.num_parts) + ", expected both >= 1");
   }
   // A hand-made plan must not divide by zero or overflow the packed slot prefix.
-  if (plan.min_part_cost < 1 || plan.num_parts > kMaxParts) {
+  if (plan.min_part_cost < 1 || plan.chunk_blocks < 0 ||
+      plan.num_parts > (plan.chunk_blocks > 0 ? kMaxBatchInvariantParts : kMaxParts)) {
     return Status::invalid_argument(
         "build_schedule_host: argument 'plan' has fields no planner makes: got min_part_cost = " +
         std::to_string(plan.min_part_cost) + ", num_parts = " + std::to_string(plan.num_parts) +
@@ -252,8 +330,13 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
   out->combine.assign(size_t(plan.num_parts), CombineEntry{});
   const plan_detail::ScheduleBuffers buffers{out->parts.data(), out->combine.data(), item_prefix.data(),
                                              part_bounds.data(), part_slots.data()};
-  plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, lengths,
-                              buffers, /*lane=*/0, /*num_lanes=*/1);
+  if (plan.chunk_blocks > 0) {
+    plan_detail::build_chunk_schedule(plan.num_items, plan.num_parts, plan.chunk_blocks, lengths, buffers,
+                                      /*thread=*/0, /*num_threads=*/1);
+  } else {
+    plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, lengths,
+                                buffers, /*lane=*/0, /*num_lanes=*/1);
+  }
   return Status::ok();
 }
 

@@ -25,7 +25,7 @@ namespace {
 
 // NOTE: a new DecodePlan field changes this size: add it to
 // OPENMLA_DECODE_PLAN_FIELDS (plan_identity.h), then update the number.
-static_assert(sizeof(DecodePlan) == 248, "add the new DecodePlan field to OPENMLA_DECODE_PLAN_FIELDS");
+static_assert(sizeof(DecodePlan) == 264, "add the new DecodePlan field to OPENMLA_DECODE_PLAN_FIELDS");
 
 // Each field as 64 bits, for the hash.
 template <class T>
@@ -128,31 +128,34 @@ Status compare_decode_plans(const char* entry, const DecodePlan& given, const De
   return Status::ok();
 }
 
-Status check_dense_decode_plan(const char* entry, const DenseDecodeShape& shape, const DecodePlan& plan) {
+namespace {
+
+// Re-plans `shape` with the plan's recorded device and options (`planner`)
+// and compares; a plan of another family is named as such.
+template <class Shape>
+Status check_plan_of(const char* entry, PlanFamily family,
+                     Status (*planner)(const Shape&, const DeviceInfo&, DecodePlan*, const PlanOptions&),
+                     const Shape& shape, const DecodePlan& plan) {
   DecodePlan expected;
-  expected.family = PlanFamily::kDenseDecode;
-  if (plan.family != PlanFamily::kDenseDecode) return compare_decode_plans(entry, plan, expected);
-  const Status planned = plan_dense_decode(shape, plan.device, &expected, plan.options);
+  expected.family = family;
+  if (plan.family != family) return compare_decode_plans(entry, plan, expected);
+  const Status planned = planner(shape, plan.device, &expected, plan.options);
   if (!planned) return detail::inputs_rejected(entry, planned);
   return compare_decode_plans(entry, plan, expected);
+}
+
+}  // namespace
+
+Status check_dense_decode_plan(const char* entry, const DenseDecodeShape& shape, const DecodePlan& plan) {
+  return check_plan_of(entry, PlanFamily::kDenseDecode, &plan_dense_decode, shape, plan);
 }
 
 Status check_sparse_decode_plan(const char* entry, const SparseDecodeShape& shape, const DecodePlan& plan) {
-  DecodePlan expected;
-  expected.family = PlanFamily::kSparseDecode;
-  if (plan.family != PlanFamily::kSparseDecode) return compare_decode_plans(entry, plan, expected);
-  const Status planned = plan_sparse_decode(shape, plan.device, &expected, plan.options);
-  if (!planned) return detail::inputs_rejected(entry, planned);
-  return compare_decode_plans(entry, plan, expected);
+  return check_plan_of(entry, PlanFamily::kSparseDecode, &plan_sparse_decode, shape, plan);
 }
 
 Status check_sparse_prefill_plan(const char* entry, const SparsePrefillShape& shape, const DecodePlan& plan) {
-  DecodePlan expected;
-  expected.family = PlanFamily::kSparsePrefill;
-  if (plan.family != PlanFamily::kSparsePrefill) return compare_decode_plans(entry, plan, expected);
-  const Status planned = plan_sparse_prefill(shape, plan.device, &expected, plan.options);
-  if (!planned) return detail::inputs_rejected(entry, planned);
-  return compare_decode_plans(entry, plan, expected);
+  return check_plan_of(entry, PlanFamily::kSparsePrefill, &plan_sparse_prefill, shape, plan);
 }
 
 }  // namespace openmla

@@ -34,6 +34,7 @@ namespace openmla::detail {
   FIELD(whole_item_parts)                                                                  \
   FIELD(kernel)                                                                            \
   FIELD(cluster_size)                                                                      \
+  FIELD(chunk_blocks)                                                                      \
   FIELD(lengths.lengths)                                                                   \
   FIELD(lengths.items_per_length)                                                          \
   FIELD(lengths.default_length)                                                            \
@@ -62,7 +63,9 @@ namespace openmla::detail {
   FIELD(options.max_parts)                                                                 \
   FIELD(options.min_parts)                                                                 \
   FIELD(options.min_part_cost)                                                             \
-  FIELD(options.cluster_split)
+  FIELD(options.cluster_split)                                                             \
+  FIELD(options.batch_invariant)                                                           \
+  FIELD(options.chunk_blocks)
 
 // The functions over these fields are public: openmla/plan.h (check_dense_decode_plan, ...).
 

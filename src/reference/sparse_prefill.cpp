@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "validate/validate.h"
+#include "openmla/fp8.h"
 #include "openmla/reference.h"
 #include "reference/attention_core.h"
 
@@ -28,6 +29,13 @@ Status reference_sparse_prefill(const SparsePrefillParams& params) {
     for (int32_t k = 0; k < length; ++k) {
       const int32_t index = index_row[k];
       if (index < 0 || index >= shape.s_kv) continue;
+      if (shape.fp8_kv_cache) {  // the 656-byte token, dequantised (d_qk = 576)
+        const int64_t page = index / shape.page_size, slot = index % shape.page_size;
+        rows.resize(rows.size() + kHeadDimQK);
+        dequantize_sparse_fp8_token(params.kv_cache + page * params.kv_stride_page_bytes + slot * kSparseFp8TokenBytes,
+                                    rows.data() + rows.size() - kHeadDimQK);
+        continue;
+      }
       const int64_t kv_base = static_cast<int64_t>(index) * params.kv_stride_s;
       for (int d = 0; d < shape.d_qk; ++d) {
         rows.push_back(reference_detail::load_element(DType::kBF16, params.kv, kv_base + d, 1.0f));

@@ -268,7 +268,28 @@ Status validate_sparse_prefill_shape(const char* entry, const SparsePrefillShape
       check_range(entry, "h_q", s.h_q, 1, kMaxQueryHeads, kInvalid, kUnsupported));
   OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "s_kv", s.s_kv, 1));
   OPENMLA_RETURN_IF_ERROR(check_head_dims(entry, s.d_qk, s.d_v));
-  return check_range(entry, "topk", s.topk, 1, kMaxTopk, kInvalid, kUnsupported);
+  OPENMLA_RETURN_IF_ERROR(check_range(entry, "topk", s.topk, 1, kMaxTopk, kInvalid, kUnsupported));
+  if (!s.fp8_kv_cache) {
+    // The page fields describe the FP8 cache only: set without it, they would be ignored.
+    if (s.page_size != 0 || s.num_pages != 0) {
+      return argument_error(kInvalid, entry, "page_size", "is set without fp8_kv_cache",
+                            show("page_size", s.page_size) + ", " + show("num_pages", s.num_pages),
+                            "0 and 0 (BF16 kv), or fp8_kv_cache = true");
+    }
+    return Status::ok();
+  }
+  // The 656-byte token holds 512 FP8 latent values, 4 scales and 64 BF16 RoPE values.
+  OPENMLA_RETURN_IF_ERROR(check_one_of(entry, "d_qk", s.d_qk, {kHeadDimQK}));
+  OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "page_size", s.page_size, 1));
+  OPENMLA_RETURN_IF_ERROR(check_at_least(entry, "num_pages", s.num_pages, 1));
+  OPENMLA_RETURN_IF_ERROR(check_token_space(entry, s.num_pages, s.page_size));
+  if (int64_t(s.s_kv) != int64_t(s.num_pages) * s.page_size) {
+    return argument_error(kInvalid, entry, "s_kv", "is not the cache's token count",
+                          show("s_kv", s.s_kv) + ", " + show("num_pages", s.num_pages) + ", " +
+                              show("page_size", s.page_size),
+                          "s_kv == num_pages * page_size = " + std::to_string(int64_t(s.num_pages) * s.page_size));
+  }
+  return Status::ok();
 }
 
 Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& p) {
@@ -277,7 +298,23 @@ Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& p) 
 
   // ---- pointers (topk_length and attn_sink are optional) ----
   OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "q", p.q, kTileAlignment));
-  OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "kv", p.kv, kTileAlignment));
+  // One K/V source: kv (BF16 rows) or, in fp8_kv_cache mode, kv_cache; the other must be null.
+  const char* unused_source = s.fp8_kv_cache ? "kv" : "kv_cache";
+  if ((s.fp8_kv_cache ? p.kv : static_cast<const void*>(p.kv_cache)) != nullptr) {
+    return argument_error(kInvalid, entry, unused_source, "is set but not read",
+                          std::string(unused_source) + " is not null, fp8_kv_cache = " +
+                              (s.fp8_kv_cache ? "true" : "false"),
+                          std::string("null (") + (s.fp8_kv_cache ? "the FP8 cache is kv_cache)" : "BF16 rows come from kv)"));
+  }
+  if (s.fp8_kv_cache) {
+    OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "kv_cache", p.kv_cache, kTileAlignment));
+    const int64_t page_bytes = int64_t(s.page_size) * kSparseFp8TokenBytes;
+    OPENMLA_RETURN_IF_ERROR(
+        check_layout(entry, {"kv_cache", 1, "page_size * 656", page_bytes, true},
+                     {{"num_pages", s.num_pages, "kv_stride_page_bytes", p.kv_stride_page_bytes}}));
+  } else {
+    OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "kv", p.kv, kTileAlignment));
+  }
   OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "indices", p.indices, kScalarAlignment));
   OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "out", p.out, kTileAlignment));
   OPENMLA_RETURN_IF_ERROR(check_pointer(entry, "max_logits", p.max_logits, kScalarAlignment));
@@ -290,8 +327,10 @@ Status validate_sparse_prefill(const char* entry, const SparsePrefillParams& p) 
   OPENMLA_RETURN_IF_ERROR(check_layout(
       entry, {"q", bf16_bytes, "d_qk", s.d_qk, true},
       {{"h_q", s.h_q, "q_stride_h", p.q_stride_h}, {"s_q", s.s_q, "q_stride_s", p.q_stride_s}}));
-  OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"kv", bf16_bytes, "d_qk", s.d_qk, true},
-                                       {{"s_kv", s.s_kv, "kv_stride_s", p.kv_stride_s}}));
+  if (!s.fp8_kv_cache) {
+    OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"kv", bf16_bytes, "d_qk", s.d_qk, true},
+                                         {{"s_kv", s.s_kv, "kv_stride_s", p.kv_stride_s}}));
+  }
   // NOTE: topk need not be a multiple of 64 here, so index rows are only 4-byte aligned.
   OPENMLA_RETURN_IF_ERROR(check_layout(entry, {"indices", sizeof(int32_t), "topk", s.topk, false},
                                        {{"s_q", s.s_q, "indices_stride_s", p.indices_stride_s}}));

@@ -52,5 +52,18 @@ TEST(BuildOptions, SparseCanImplementMatchesTheBuild) {
       << status.message();
 }
 
+TEST(BuildOptions, SparsePrefillCanImplementMatchesTheBuild) {
+  test::SparsePrefillConfig config;
+  test::SparsePrefillInputs inputs = test::make_sparse_prefill_inputs(config, 7);
+  const Status status = sparse_prefill_can_implement(inputs.params());
+  if (OPENMLA_ENABLE_SPARSE_PREFILL) {
+    EXPECT_TRUE(status.is_ok()) << status.message();
+    return;
+  }
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
+  EXPECT_TRUE(mentions(status, "sparse_prefill_can_implement: the sparse prefill kernels were not built"))
+      << status.message();
+}
+
 }  // namespace
 }  // namespace openmla

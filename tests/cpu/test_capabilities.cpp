@@ -232,5 +232,67 @@ TEST(Capabilities, SparsePrefillCanImplementAgreesWithRun) {
   EXPECT_GT(refused, 10);
 }
 
+// FP8-cache mode: one K/V source, the cache's token count, and the decode kernels' head counts.
+TEST(Capabilities, SparsePrefillFp8CacheChecks) {
+  const DeviceInfo device;
+  const int page_size = 64, num_pages = 5;
+  const auto fp8_call = [&](int h_q, int topk) {
+    auto call = std::make_unique<PrefillCall>(h_q, topk, kHeadDimQK);
+    SparsePrefillParams& p = call->p;
+    p.shape.fp8_kv_cache = true;
+    p.shape.page_size = page_size, p.shape.num_pages = num_pages, p.shape.s_kv = page_size * num_pages;
+    p.kv_cache = static_cast<const uint8_t*>(call->kv.get());  // 300 * 576 * 2 bytes >= 5 * 64 * 656
+    p.kv = nullptr;
+    p.kv_stride_page_bytes = int64_t(page_size) * kSparseFp8TokenBytes;
+    return call;
+  };
+  const auto expect_error = [](const Status& status, StatusCode code, const std::string& needle) {
+    EXPECT_EQ(status.code(), code) << status.message();
+    EXPECT_NE(status.message().find(needle), std::string::npos) << status.message();
+  };
+  {  // accepted, planned with the sparse decode kernel of the head count
+    auto call = fp8_call(128, 128);
+    EXPECT_TRUE(sparse_prefill_can_implement(call->p).is_ok()) << sparse_prefill_can_implement(call->p).message();
+    DecodePlan plan;
+    ASSERT_TRUE(plan_sparse_prefill(call->p.shape, device, &plan).is_ok());
+    EXPECT_EQ(plan.kernel, DecodeKernel::kSparseHeadsOnMCtaPair);
+    Buffer workspace = make_buffer(plan.workspace.total_bytes);
+    EXPECT_TRUE(detail::check_sparse_prefill_run("sparse_prefill_run", call->p, plan, workspace.get(),
+                                                 plan.workspace.total_bytes)
+                    .is_ok());
+    // A BF16-mode plan is refused for the FP8-cache call.
+    SparsePrefillShape bf16 = call->p.shape;
+    bf16.fp8_kv_cache = false, bf16.page_size = 0, bf16.num_pages = 0;
+    DecodePlan bf16_plan;
+    ASSERT_TRUE(plan_sparse_prefill(bf16, device, &bf16_plan).is_ok());
+    expect_error(detail::check_sparse_prefill_run("sparse_prefill_run", call->p, bf16_plan, workspace.get(),
+                                                  plan.workspace.total_bytes),
+                 StatusCode::kInvalidArgument, "argument 'plan'");
+  }
+  {  // both sources set
+    auto call = fp8_call(64, 128);
+    call->p.kv = call->q.get();
+    expect_error(sparse_prefill_can_implement(call->p), StatusCode::kInvalidArgument, "argument 'kv' is set but not read");
+  }
+  {  // s_kv is not the cache's token count
+    auto call = fp8_call(64, 128);
+    call->p.shape.s_kv += 1;
+    expect_error(sparse_prefill_can_implement(call->p), StatusCode::kInvalidArgument, "argument 's_kv'");
+  }
+  {  // page fields without FP8-cache mode
+    PrefillCall call(64, 128, kHeadDimQK);
+    call.p.shape.page_size = 64;
+    expect_error(sparse_prefill_can_implement(call.p), StatusCode::kInvalidArgument, "argument 'page_size'");
+  }
+  {  // d_qk 512 has no 656-byte format
+    auto call = fp8_call(64, 128);
+    call->p.shape.d_qk = kHeadDimLatent;
+    expect_error(sparse_prefill_can_implement(call->p), StatusCode::kNotSupported, "argument 'd_qk'");
+  }
+  // GPU capability: the decode kernels' head counts and whole 64-position blocks.
+  expect_error(sparse_prefill_can_implement(fp8_call(24, 128)->p), StatusCode::kNotSupported, "argument 'h_q'");
+  expect_error(sparse_prefill_can_implement(fp8_call(64, 100)->p), StatusCode::kNotSupported, "argument 'topk'");
+}
+
 }  // namespace
 }  // namespace openmla

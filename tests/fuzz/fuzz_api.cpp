@@ -409,7 +409,13 @@ std::vector<Mutation<PrefillCase>> prefill_mutations() {
        [](C& c, Rng& r) {
          switch (r.uniform_int(0, 5)) {
            case 0: c.p.q = nullptr; break;
-           case 1: c.p.kv = nullptr; break;
+           case 1:  // the K/V source the call reads
+             if (c.p.shape.fp8_kv_cache) {
+               c.p.kv_cache = nullptr;
+             } else {
+               c.p.kv = nullptr;
+             }
+             break;
            case 2: c.p.indices = nullptr; break;
            case 3: c.p.out = nullptr; break;
            case 4: c.p.max_logits = nullptr; break;
@@ -418,11 +424,37 @@ std::vector<Mutation<PrefillCase>> prefill_mutations() {
        }},
       {"negative_stride", true,
        [](C& c, Rng& r) {
-         int64_t* strides[] = {&c.p.q_stride_s, &c.p.q_stride_h, &c.p.kv_stride_s, &c.p.indices_stride_s,
+         int64_t* kv_stride = c.p.shape.fp8_kv_cache ? &c.p.kv_stride_page_bytes : &c.p.kv_stride_s;
+         int64_t* strides[] = {&c.p.q_stride_s, &c.p.q_stride_h, kv_stride, &c.p.indices_stride_s,
                                &c.p.out_stride_s, &c.p.out_stride_h};
          *strides[r.uniform_int(0, 5)] = -8;
        }},
       {"softmax_scale", true, [](C& c, Rng& r) { c.p.softmax_scale = std::array{kNan, -kInf, 0.0f}[r.uniform_int(0, 2)]; }},
+      // FP8-cache mode: both K/V sources, page fields that disagree with s_kv or with the mode.
+      {"second_kv_source", true,
+       [](C& c, Rng&) {
+         if (c.p.shape.fp8_kv_cache) {
+           c.p.kv = c.p.q;
+         } else {
+           c.p.kv_cache = static_cast<const uint8_t*>(c.p.kv);
+         }
+       }},
+      {"page_fields", true,
+       [](C& c, Rng& r) {
+         if (c.p.shape.fp8_kv_cache) {
+           c.p.shape.num_pages += pick(r, {1, -1});
+         } else {
+           c.p.shape.page_size = pick(r, {1, 64, -1});
+         }
+       }},
+      {"kv_stride_alignment", true,  // rows (pages) no longer 16-byte aligned
+       [](C& c, Rng& r) {
+         if (c.p.shape.fp8_kv_cache) {
+           c.p.kv_stride_page_bytes += pick(r, {8, 1});
+         } else {
+           c.p.kv_stride_s += 1;
+         }
+       }},
       {"indices", false,
        [](C& c, Rng& r) {
          const size_t i = size_t(r.uniform_int(0, int(c.in.indices.size()) - 1));
@@ -445,6 +477,12 @@ void fuzz_prefill(uint64_t seed) {
   config.d_qk = pick(rng, {kHeadDimQK, kHeadDimLatent});
   config.topk = rng.uniform_int(1, 80);
   config.use_attn_sink = rng.bernoulli(0.3);
+  if (rng.bernoulli(0.3)) {  // FP8-cache mode: whole pages of the 656-byte cache, d_qk 576
+    const int page_size = pick(rng, {1, 3, 64});
+    config.fp8_cache_page_size = page_size;
+    config.s_kv = page_size * rng.uniform_int(1, std::max(1, 150 / page_size));
+    config.d_qk = kHeadDimQK;
+  }
   PrefillCase c{test::make_sparse_prefill_inputs(config, seed), {}, {}};
   c.lengths.assign(size_t(config.s_q), config.topk);
   c.p = c.in.params();
@@ -452,10 +490,14 @@ void fuzz_prefill(uint64_t seed) {
   bool must_reject = false;
   const std::string labels = apply_mutations(mutations, c, rng, &must_reject);
   const std::string where = "prefill seed " + std::to_string(seed) + " [" + labels + "]";
-  // can_implement: the argument checks plus the GPU capability table, which
-  // takes every call the checks accept.
+  // can_implement: the argument checks plus the GPU capability table, which takes every
+  // BF16 call the checks accept (FP8-cache mode: the decode kernels' head counts and topk).
   const Status checked = sparse_prefill_can_implement(c.p);
   check_outcome(where, "sparse_prefill_can_implement", checked, must_reject);
+  if (!checked.is_ok() && !c.p.shape.fp8_kv_cache &&
+      detail::validate_sparse_prefill("sparse_prefill_can_implement", c.p).is_ok()) {
+    return fail(where, "sparse_prefill_can_implement refused a BF16 call the checks accept: " + checked.message());
+  }
   const bool ran = check_outcome(where, "reference_sparse_prefill", reference_sparse_prefill(c.p), must_reject);
   ++g_total.cases;
   if (!ran) {

@@ -41,7 +41,6 @@ using test::device_info;
 using test::DeviceBuffer;
 using test::upload;
 
-#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
 
 constexpr double kOutTolerance = 1e-2;  // rel-L2 per row
 constexpr double kLseTolerance = 1e-3;  // absolute, natural log

@@ -16,7 +16,6 @@
 namespace openmla {
 namespace {
 
-#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 using test::DeviceBuffer;
 using test::upload;

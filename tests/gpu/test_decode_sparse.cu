@@ -33,22 +33,21 @@
 #include "openmla/plan.h"
 #include "openmla/reference.h"
 #include "test_util/device_buffer.h"
+#include "test_util/device_fill.cuh"
 #include "test_util/mla_inputs.h"
 
 namespace openmla {
 namespace {
 
 using test::device_info;
+using test::fill_bf16_kernel;
+using test::hash32;
+using test::kFillBlocks;
+using test::kFillThreads;
 using test::DeviceBuffer;
 using test::download;
 using test::upload;
 
-#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
-#define ASSERT_OK(call)                                  \
-  do {                                                   \
-    const Status status_ = (call);                       \
-    ASSERT_TRUE(status_.is_ok()) << #call << ": " << status_.message(); \
-  } while (0)
 
 constexpr double kOutTolerance = 1e-2;  // rel-L2 per (b, s, h) row
 constexpr double kLseTolerance = 1e-3;  // absolute, natural log
@@ -273,29 +272,8 @@ INSTANTIATE_TEST_SUITE_P(DecodeSparseGpu, DecodeSparseCases, ::testing::ValuesIn
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------
-// Device helpers for large inputs
+// Device helpers for large inputs (fills: test_util/device_fill.cuh)
 // ---------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return uint32_t(x);
-}
-
-// bf16 values roughly N(0, 1) (sum of four uniforms), from a hash of the index.
-__global__ void fill_bf16_kernel(uint16_t* data, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint32_t h = hash32(i * 0x9e3779b97f4a7c15ull + seed);
-    float v = 0.f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) v += float((h >> (8 * k)) & 0xff) * (1.f / 255.f);
-    v = (v - 2.f) * 1.7320508f;
-    data[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  }
-}
-
 __global__ void count_nan_bf16_kernel(const uint16_t* data, size_t n, unsigned long long* count) {
   unsigned long long local = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -312,7 +290,6 @@ __global__ void count_nan_f32_kernel(const float* data, size_t n, unsigned long 
   if (local) atomicAdd(count, local);
 }
 
-constexpr int kFillBlocks = 1024, kFillThreads = 256;
 
 // A cache of `num_tokens` live tokens (page size 64, no padding).
 std::vector<uint8_t> make_cache(int num_tokens, uint64_t seed) {

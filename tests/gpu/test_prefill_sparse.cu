@@ -34,22 +34,21 @@
 #include "openmla/plan.h"
 #include "openmla/reference.h"
 #include "test_util/device_buffer.h"
+#include "test_util/device_fill.cuh"
 #include "test_util/mla_inputs.h"
 
 namespace openmla {
 namespace {
 
 using test::device_info;
+using test::fill_bf16_kernel;
+using test::hash32;
+using test::kFillBlocks;
+using test::kFillThreads;
 using test::DeviceBuffer;
 using test::download;
 using test::upload;
 
-#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
-#define ASSERT_OK(call)                                                     \
-  do {                                                                      \
-    const Status status_ = (call);                                          \
-    ASSERT_TRUE(status_.is_ok()) << #call << ": " << status_.message();     \
-  } while (0)
 
 constexpr double kOutTolerance = 1e-2;     // rel-L2 per (token, head) row
 constexpr double kLogitTolerance = 1e-3;   // max_logits and LSE, absolute
@@ -60,12 +59,17 @@ constexpr double kReferenceBudget = 4e10;  // reference multiply-adds per case (
 // ---------------------------------------------------------------------------
 struct DevicePrefill {
   DeviceBuffer<uint16_t> q, kv, out;
+  DeviceBuffer<uint8_t> kv_cache;
   DeviceBuffer<int32_t> indices, topk_length;
   DeviceBuffer<float> sink, max_logits, lse;
 
   void upload_all(const test::SparsePrefillInputs& in) {
     upload(q, in.q);
-    upload(kv, in.kv);
+    if (in.shape.fp8_kv_cache) {
+      upload(kv_cache, in.kv_cache);
+    } else {
+      upload(kv, in.kv);
+    }
     upload(indices, in.indices);
     upload(topk_length, in.topk_length);
     upload(sink, in.attn_sink);
@@ -76,7 +80,8 @@ struct DevicePrefill {
   SparsePrefillParams params(test::SparsePrefillInputs& in) {
     SparsePrefillParams p = in.params();
     p.q = q.ptr;
-    p.kv = kv.ptr;
+    p.kv = in.shape.fp8_kv_cache ? nullptr : kv.ptr;
+    p.kv_cache = in.shape.fp8_kv_cache ? kv_cache.ptr : nullptr;
     p.indices = indices.ptr;
     p.topk_length = in.topk_length.empty() ? nullptr : topk_length.ptr;
     p.attn_sink = in.attn_sink.empty() ? nullptr : sink.ptr;
@@ -198,7 +203,9 @@ void run_on_device(test::SparsePrefillInputs& in, DevicePrefill& dev, const Plan
   DecodePlan plan;
   ASSERT_OK(plan_sparse_prefill(in.shape, device_info(), &plan, options));
   if (options.max_parts == 1) ASSERT_EQ(plan.num_slots, 0);
-  EXPECT_EQ(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
+  // BF16 kv: the prefill kernel; FP8 cache: the sparse decode kernel of the head count.
+  if (!in.shape.fp8_kv_cache) EXPECT_EQ(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
+  if (in.shape.fp8_kv_cache) EXPECT_NE(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
   DeviceBuffer<uint8_t> workspace(plan.workspace.total_bytes);
   ASSERT_CUDA(cudaMemset(workspace.ptr, 0xff, plan.workspace.total_bytes));  // stale garbage
   const SparsePrefillParams params = dev.params(in);
@@ -304,6 +311,34 @@ std::vector<Case> all_cases() {
     config.negative_fraction = 0.2;
     add("h128_all_invalid", config);
   }
+  // FP8-cache mode: the 656-byte paged cache read in place (every head count, pages of 64
+  // and 37 tokens, sinks and topk_length, a split single token, padded page strides).
+  for (const int h_q : {8, 16, 32, 64, 128}) {
+    auto config = make_config(21, h_q, 64 * 50, 320);
+    config.fp8_cache_page_size = 64;
+    config.use_topk_length = h_q >= 64;
+    config.use_attn_sink = h_q != 16;
+    add("fp8_cache_h" + std::to_string(h_q) + "_s21_topk320", config);
+  }
+  {
+    auto config = make_config(40, 128, 37 * 80, 512);
+    config.fp8_cache_page_size = 37;
+    config.stride_pad_bytes = 48;
+    config.use_attn_sink = true;
+    add("fp8_cache_h128_page37_padded", config);
+  }
+  {
+    auto config = make_config(1, 64, 64 * 300, 2048);
+    config.fp8_cache_page_size = 64;
+    config.all_invalid_row = false;
+    add("fp8_cache_h64_s1_split", config);
+  }
+  {
+    auto config = make_config(213, 128, 64 * 512, 2048);
+    config.fp8_cache_page_size = 64;
+    config.use_topk_length = true;
+    add("fp8_cache_h128_s213_topk2048", config);
+  }
   // Padded strides (rows still 16-byte aligned).
   {
     auto config = make_config(33, 64, 900, 320);
@@ -324,28 +359,8 @@ INSTANTIATE_TEST_SUITE_P(PrefillSparseGpu, PrefillSparseCases, ::testing::Values
 
 // ---------------------------------------------------------------------------
 // Large shapes: 64-bit offsets. Values are filled on the device (bf16 from a
-// hash), then copied to the host for the sampled reference.
+// hash, test_util/device_fill.cuh), then copied to the host for the sampled reference.
 // ---------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return uint32_t(x);
-}
-
-// bf16 values roughly N(0, 1) (sum of four uniforms) from a hash of the index.
-__global__ void fill_bf16_kernel(uint16_t* data, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint32_t h = hash32(i * 0x9e3779b97f4a7c15ull + seed);
-    float v = 0.f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) v += float((h >> (8 * k)) & 0xff) * (1.f / 255.f);
-    data[i] = __bfloat16_as_ushort(__float2bfloat16_rn((v - 2.f) * 1.7320508f));
-  }
-}
-
 // Indices [s_q, topk]: valid rows spread over [0, s_kv) (the top end included),
 // every 7th position -1 and every 11th past the end.
 __global__ void fill_indices_kernel(int32_t* indices, int s_q, int topk, int s_kv, uint64_t seed) {
@@ -360,7 +375,6 @@ __global__ void fill_indices_kernel(int32_t* indices, int s_q, int topk, int s_k
   }
 }
 
-constexpr int kFillBlocks = 1024, kFillThreads = 256;
 
 void run_large_case(int s_q, int h_q, int s_kv, int topk, uint64_t seed) {
   test::SparsePrefillInputs in;

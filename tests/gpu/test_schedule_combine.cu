@@ -20,7 +20,6 @@
 namespace openmla {
 namespace {
 
-#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 using test::DeviceBuffer;
 

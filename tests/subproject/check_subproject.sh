@@ -30,7 +30,8 @@ grep -q "^CMAKE_BUILD_TYPE:STRING=Debug$" "$scratch/sub/CMakeCache.txt" ||
 
 echo "== FetchContent, no build type, kernel families off (configure, build, run)"
 cmake -S "$source_dir/tests/subproject" -B "$scratch/fetch" "${args[@]}" -DCONSUME_WITH=fetchcontent \
-      -DOPENMLA_ENABLE_DENSE_DECODE=OFF -DOPENMLA_ENABLE_SPARSE_DECODE=OFF >"$scratch/fetch.log" 2>&1 ||
+      -DOPENMLA_ENABLE_DENSE_DECODE=OFF -DOPENMLA_ENABLE_SPARSE_DECODE=OFF -DOPENMLA_ENABLE_SPARSE_PREFILL=OFF \
+      >"$scratch/fetch.log" 2>&1 ||
   { cat "$scratch/fetch.log"; exit 1; }
 if grep -q "^CMAKE_BUILD_TYPE:STRING=." "$scratch/fetch/CMakeCache.txt"; then
   echo "OpenMLA set a CMAKE_BUILD_TYPE the parent left empty"; exit 1
@@ -47,7 +48,8 @@ fi
 # (its stand-ins name the kernel templates, so a rename must reach them too).
 echo "== FP16 off: compile the dense dispatch"
 cmake -S "$source_dir/tests/subproject" -B "$scratch/nofp16" "${args[@]}" -DCONSUME_WITH=add_subdirectory \
-      -DOPENMLA_ENABLE_FP16=OFF -DOPENMLA_ENABLE_SPARSE_DECODE=OFF >"$scratch/nofp16.log" 2>&1 ||
+      -DOPENMLA_ENABLE_FP16=OFF -DOPENMLA_ENABLE_SPARSE_DECODE=OFF -DOPENMLA_ENABLE_SPARSE_PREFILL=OFF \
+      >"$scratch/nofp16.log" 2>&1 ||
   { cat "$scratch/nofp16.log"; exit 1; }
 if ninja -C "$scratch/nofp16" -t targets all | grep -q '/fp16_[^/]*\.cu\.o:'; then
   echo "OPENMLA_ENABLE_FP16=OFF still compiles fp16_* instantiations"; exit 1

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A consumer of an OpenMLA built with -DOPENMLA_ENABLE_DENSE_DECODE=OFF
-// -DOPENMLA_ENABLE_SPARSE_DECODE=OFF: the planner and the CPU reference work,
-// and both families' can_implement and run say which option left them out.
+// -DOPENMLA_ENABLE_SPARSE_DECODE=OFF -DOPENMLA_ENABLE_SPARSE_PREFILL=OFF: the
+// planner and the CPU reference work, and every family's can_implement and run
+// say which option left them out.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,7 +26,7 @@ void expect_not_built(const char* what, const openmla::Status& status, const cha
 
 int main() {
   using namespace openmla;
-  static_assert(!OPENMLA_ENABLE_DENSE_DECODE && !OPENMLA_ENABLE_SPARSE_DECODE,
+  static_assert(!OPENMLA_ENABLE_DENSE_DECODE && !OPENMLA_ENABLE_SPARSE_DECODE && !OPENMLA_ENABLE_SPARSE_PREFILL,
                 "check_subproject.sh configures without the kernel families");
 
   test::DenseDecodeInputs dense = test::make_dense_decode_inputs(test::DenseDecodeConfig{}, 1);
@@ -44,6 +45,10 @@ int main() {
   test::SparseDecodeInputs sparse = test::make_sparse_decode_inputs(test::SparseDecodeConfig{}, 2);
   expect_not_built("sparse_decode_can_implement", sparse_decode_can_implement(sparse.params()),
                    "OPENMLA_ENABLE_SPARSE_DECODE");
+
+  test::SparsePrefillInputs prefill = test::make_sparse_prefill_inputs(test::SparsePrefillConfig{}, 3);
+  expect_not_built("sparse_prefill_can_implement", sparse_prefill_can_implement(prefill.params()),
+                   "OPENMLA_ENABLE_SPARSE_PREFILL");
 
   // The CPU reference is always built.
   const Status reference = reference_dense_decode(dense.params());

@@ -11,6 +11,15 @@
 
 #include "openmla/openmla.h"
 
+// A CUDA runtime call that must succeed (the message names the call and the error).
+#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
+// An openmla::Status that must be ok (the message is the library's).
+#define ASSERT_OK(call)                                                 \
+  do {                                                                  \
+    const ::openmla::Status status_ = (call);                           \
+    ASSERT_TRUE(status_.is_ok()) << #call << ": " << status_.message(); \
+  } while (0)
+
 namespace openmla::test {
 
 template <class T>

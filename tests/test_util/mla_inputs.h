@@ -593,6 +593,7 @@ struct SparsePrefillConfig {
   bool use_attn_sink = false;  // head 0 = +inf, head 1 = -inf
   int stride_pad_bytes = 0;
   float softmax_scale = 0.0f;  // 0: 1 / sqrt(d_qk)
+  int fp8_cache_page_size = 0;  // > 0: FP8-cache mode with these pages (s_kv a multiple of it)
 };
 
 struct SparsePrefillInputs {
@@ -606,6 +607,9 @@ struct SparsePrefillInputs {
   HostVector<float> max_logits;     // [s_q, h_q]; NaN
   HostVector<float> lse;            // [s_q, h_q]; NaN
   std::vector<uint8_t> kv_live;     // [s_kv]
+  // FP8-cache mode (use_fp8_cache): kv quantised into the 656-byte paged cache; dead rows 0xff.
+  HostVector<uint8_t> kv_cache;     // [num_pages, page_size, 1, 656] (empty: BF16 kv mode)
+  int64_t kv_stride_page_bytes = 0;
   int64_t q_stride_s = 0, q_stride_h = 0;
   int64_t kv_stride_s = 0;
   int64_t indices_stride_s = 0;
@@ -619,6 +623,11 @@ struct SparsePrefillInputs {
     p.q_stride_s = q_stride_s, p.q_stride_h = q_stride_h;
     p.kv = kv.data();
     p.kv_stride_s = kv_stride_s;
+    if (shape.fp8_kv_cache) {
+      p.kv = nullptr;
+      p.kv_cache = kv_cache.data();
+      p.kv_stride_page_bytes = kv_stride_page_bytes;
+    }
     p.indices = indices.data();
     p.indices_stride_s = indices_stride_s;
     p.topk_length = topk_length.empty() ? nullptr : topk_length.data();
@@ -701,6 +710,24 @@ inline SparsePrefillInputs make_sparse_prefill_inputs(const SparsePrefillConfig&
   in.out.assign(static_cast<size_t>(sh.s_q * in.out_stride_s), kBf16NaN);
   in.max_logits.assign(static_cast<size_t>(sh.s_q) * sh.h_q, std::numeric_limits<float>::quiet_NaN());
   in.lse.assign(static_cast<size_t>(sh.s_q) * sh.h_q, std::numeric_limits<float>::quiet_NaN());
+
+  if (config.fp8_cache_page_size > 0) {
+    // FP8-cache mode: the live rows quantised into 656-byte tokens, dead rows all 0xff
+    // (NaN codes and scales); s_kv must be a whole number of pages.
+    const int page_size = config.fp8_cache_page_size;
+    sh.fp8_kv_cache = true;
+    sh.page_size = page_size;
+    sh.num_pages = sh.s_kv / page_size;
+    in.kv_stride_page_bytes = int64_t(page_size) * kSparseFp8TokenBytes + config.stride_pad_bytes;
+    in.kv_cache.assign(static_cast<size_t>(sh.num_pages * in.kv_stride_page_bytes), 0xff);
+    std::vector<float> row(kHeadDimQK);
+    for (int t = 0; t < sh.num_pages * page_size; ++t) {
+      if (!in.kv_live[t]) continue;
+      for (int d = 0; d < kHeadDimQK; ++d) row[d] = bf16_bits_to_float(in.kv[t * in.kv_stride_s + d]);
+      quantize_sparse_fp8_token(row.data(), in.kv_cache.data() + (t / page_size) * in.kv_stride_page_bytes +
+                                                (t % page_size) * kSparseFp8TokenBytes);
+    }
+  }
   return in;
 }
 

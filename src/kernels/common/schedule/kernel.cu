@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/common/schedule/launch.h"
+#include "plan/chunk_partition.h"
 #include "plan/partition.h"
 
 namespace openmla::kernels::schedule {
@@ -40,7 +41,7 @@ __host__ __device__ inline SharedLayout shared_layout(int32_t num_items, int32_t
 
 __global__ void __launch_bounds__(kMaxThreads, 1)
     build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, bool whole_item_parts,
-                          ItemLengths lengths, plan_detail::ScheduleBuffers buffers, int32_t num_lengths,
+                          int32_t chunk_blocks, ItemLengths lengths, plan_detail::ScheduleBuffers buffers, int32_t num_lengths,
                           bool in_shared) {
   extern __shared__ __align__(16) uint8_t shared[];
   const int thread = int(threadIdx.x);
@@ -60,8 +61,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       __syncthreads();
     }
   }
-  plan_detail::build_schedule(num_items, num_parts, min_part_cost, whole_item_parts, lengths, buffers, thread,
-                              num_threads);
+  if (chunk_blocks > 0) {  // batch-invariant plans (plan/chunk_partition.h)
+    plan_detail::build_chunk_schedule(num_items, num_parts, chunk_blocks, lengths, buffers, thread, num_threads);
+  } else {
+    plan_detail::build_schedule(num_items, num_parts, min_part_cost, whole_item_parts, lengths, buffers, thread,
+                                num_threads);
+  }
 }
 
 }  // namespace
@@ -80,7 +85,8 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
   }
   const int threads = std::min(kMaxThreads, (plan.num_parts + 1 + 31) / 32 * 32);
   build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
-      plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, lengths, workspace.schedule,
+      plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, plan.chunk_blocks, lengths,
+      workspace.schedule,
       num_lengths, in_shared);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) {

@@ -88,6 +88,10 @@ struct KernelParams {
   float* partial_o;       // [num_slots, h_q, 512]; null when nothing splits
   float* partial_lse;     // [num_slots, h_q]
   const PartWork* parts;  // [num_parts]
+  // Sparse prefill over the FP8 cache (these kernels with batch = query tokens, s_q = 1):
+  // the row max of the scaled logits. Null for sparse decode.
+  float* max_logits;   // [batch * s_q, h_q]
+  float* partial_max;  // [num_slots, h_q]
 
   float scale_log2;  // softmax_scale * log2(e)
   int s_q;

@@ -83,14 +83,23 @@ struct Epilogue {
     }
   }
 
-  // One head's LSE. lse_nat: natural-log LSE of the row (ignored when empty).
+  // One head's LSE. lse_nat: natural-log LSE of the row (ignored when empty);
+  // max_log2: the row max of the scaled logits in the log2 domain (max_logits, when asked for).
   static __device__ __forceinline__ void store_lse(const KernelParams& params, const ItemOutput& target, int head,
-                                                   bool empty, float lse_nat) {
+                                                   bool empty, float lse_nat, float max_log2) {
     if (target.partial) {
       params.partial_lse[int64_t(target.slot) * params.h_q + head] = empty ? -INFINITY : lse_nat;
     } else {
       params.lse[target.b * params.lse_stride_b + head * params.lse_stride_h + target.s] =
           empty ? INFINITY : lse_nat;
+    }
+    if (params.max_logits != nullptr) {  // sparse prefill over the FP8 cache
+      const float max_logit = empty ? -INFINITY : max_log2 * common::kLn2;
+      if (target.partial) {
+        params.partial_max[int64_t(target.slot) * params.h_q + head] = max_logit;
+      } else {
+        params.max_logits[int64_t(target.b * params.s_q + target.s) * params.h_q + head] = max_logit;
+      }
     }
   }
 };

@@ -28,7 +28,7 @@ struct HeadsOnMProblem {
   using Element = typename Traits::Element;
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr bool kMayClusterSplit = false;
-  static constexpr bool kWritesMaxLogits = false;
+  static constexpr bool kWritesMaxLogits = true;  // when params.max_logits is set (store_max_logit)
   static __device__ __forceinline__ bool clustered(const Params&) { return false; }
 
   static __device__ __forceinline__ heads_on_m::ItemBlocks item_blocks(const Params& params, const PartWork& part,
@@ -61,35 +61,17 @@ struct HeadsOnMProblem {
   // Invalid rows were written as zeros by the producer: nothing to fix.
   static __device__ __forceinline__ void prepare_stage(const ItemMask&, SharedStorage&, int, Element*, int, int) {}
 
-  // Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
-  // (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
   template <class TensorSRowCol>
   static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int stage,
                                                      TensorSRowCol& tSrS_rc, int lane, int) {
-    using namespace cute;
-    const uint64_t valid = Producer::stage_valid_bits(smem, stage);
-    if (valid == ~uint64_t(0)) return;
-    const uint64_t bits = valid >> (2 * (lane % 4));
-#pragma unroll
-    for (int j = 0; j < size<1>(tSrS_rc); ++j) {
-      if (((bits >> ((j % 2) + 8 * (j / 2))) & 1) == 0) {
-#pragma unroll
-        for (int i = 0; i < size<0>(tSrS_rc); ++i) tSrS_rc(i, j) = -INFINITY;
-      }
-    }
+    heads_on_m::mask_invalid_keys(Producer::stage_valid_bits(smem, stage), tSrS_rc, lane);
   }
 
-  // 1 / row sum, times the attention sink's factor 1 / (1 + exp(sink - LSE))
-  // for items that are not split (split items get it in the combine).
+  // The sink of items that are not split (split items get it in the combine).
   static __device__ __forceinline__ float row_norm(const Params& params, int, const heads_on_m::ItemBlocks& blocks,
                                                    const heads_on_m::QueryRow& row, float row_max, float row_sum) {
-    if (!(row_sum > 0.0f)) return 0.0f;
-    float norm = 1.0f / row_sum;
-    if (!blocks.partial && params.attn_sink != nullptr) {
-      const float lse = (row_max + log2f(row_sum)) * common::kLn2;
-      norm *= 1.0f / (1.0f + expf(__ldg(params.attn_sink + row.head) - lse));
-    }
-    return norm;
+    return heads_on_m::row_norm_with_sink(!blocks.partial && params.attn_sink != nullptr, params.attn_sink, row.head,
+                                          row_max, row_sum);
   }
 
   static __device__ __forceinline__ Element* out_row(const Params& params, int item, const heads_on_m::QueryRow& row) {
@@ -102,6 +84,17 @@ struct HeadsOnMProblem {
     const int b = item / params.s_q;
     const int s = item - b * params.s_q;
     return params.lse + b * params.lse_stride_b + int64_t(row.head) * params.lse_stride_h + s;
+  }
+  // Sparse prefill over the FP8 cache only (params.max_logits set): the row max of the scaled logits.
+  static __device__ __forceinline__ void store_max_logit(const Params& params, int item,
+                                                         const heads_on_m::ItemBlocks& blocks,
+                                                         const heads_on_m::QueryRow& row, float max_logit) {
+    if (params.max_logits == nullptr) return;
+    if (blocks.partial) {
+      params.partial_max[int64_t(blocks.slot) * params.h_q + row.head] = max_logit;
+    } else {
+      params.max_logits[int64_t(item) * params.h_q + row.head] = max_logit;
+    }
   }
   // Row of partial_o / partial_lse: [slot, head].
   static __device__ __forceinline__ int64_t partial_row(const Params& params, const heads_on_m::ItemBlocks& blocks,

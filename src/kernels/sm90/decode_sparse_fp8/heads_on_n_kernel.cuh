@@ -195,7 +195,7 @@ __device__ void run_consumer(const KernelParams& params, const PartWork& part, t
           norm *= 1.0f / (1.0f + expf(__ldg(params.attn_sink + head) - lse));
         }
         col_norm[jj] = norm;
-        if (warp == 0 && lane < 4) Epilogue<Traits>::store_lse(params, target, head, empty, lse);
+        if (warp == 0 && lane < 4) Epilogue<Traits>::store_lse(params, target, head, empty, lse, col_max[jj]);
       }
       Epilogue<Traits>::store_o(params, target, head0, tOrO_rc, tOcO_rc, tOcO0_rc, col_norm);
       // `red` is reused by the next block's max reduction.

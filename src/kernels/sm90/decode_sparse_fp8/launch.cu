@@ -16,7 +16,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 }  // namespace
 
 Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
-              float* partial_o, float* partial_lse, cudaStream_t stream) {
+              float* partial_o, float* partial_lse, cudaStream_t stream, float* max_logits, float* partial_max) {
   const SparseDecodeShape& shape = params.shape;
   const bool heads_on_m = shape.h_q == 64 || shape.h_q == 128;
   const bool heads_on_n = shape.h_q == 8 || shape.h_q == 16 || shape.h_q == 32;
@@ -50,6 +50,8 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
   kp.partial_o = partial_o;
   kp.partial_lse = partial_lse;
   kp.parts = parts;
+  kp.max_logits = max_logits;
+  kp.partial_max = partial_max;
   kp.scale_log2 = params.softmax_scale * kLog2e;
   kp.s_q = shape.s_q;
   kp.h_q = shape.h_q;
@@ -73,7 +75,8 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
       return launch_heads_on_m_cta_pair_kernel(kp, grid, stream);
     default: break;
   }
-  return Status::invalid_argument("sparse_decode_run: argument 'plan' names kernel " +
+  return Status::invalid_argument(std::string(max_logits != nullptr ? "sparse_prefill_run" : "sparse_decode_run") +
+                                  ": argument 'plan' names kernel " +
                                   std::string(decode_kernel_name(plan.kernel)) + ", which does not run h_q = " +
                                   std::to_string(shape.h_q) + ": expected a plan from plan_sparse_decode");
 }

@@ -17,7 +17,11 @@ namespace openmla::kernels::decode_sparse_fp8 {
 //   partial_lse: [plan.num_slots, h_q]      fp32 (null when num_slots == 0)
 // Items that are not split get the attention sink here; split items get it
 // in the combine.
+// max_logits [batch * s_q, h_q] and partial_max [plan.num_slots, h_q]: sparse prefill over the
+// FP8 cache runs these kernels with batch = query tokens and asks for the row max of the scaled
+// logits; null for sparse decode.
 Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
-              float* partial_o, float* partial_lse, cudaStream_t stream);
+              float* partial_o, float* partial_lse, cudaStream_t stream, float* max_logits = nullptr,
+              float* partial_max = nullptr);
 
 }  // namespace openmla::kernels::decode_sparse_fp8

@@ -30,6 +30,12 @@
 //   out_row / lse_entry / partial_row    where a row's results go
 #pragma once
 
+#include <cute/tensor.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/heads_on_m/config.h"
 #include "openmla/schedule.h"
 
@@ -63,6 +69,38 @@ __device__ __forceinline__ ItemBlocks item_blocks_of_length(const PartWork& part
   r.partial = part_item_is_partial(part, item);
   r.slot = r.partial ? part_item_slot(part, item) : 0;
   return r;
+}
+
+// -inf for the scores of the keys whose bit in `valid` is clear (bit c: key c
+// of the 64-key block; the sparse problems' per-stage validity words).
+// Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
+// (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
+template <class TensorSRowCol>
+__device__ __forceinline__ void mask_invalid_keys(uint64_t valid, TensorSRowCol& tSrS_rc, int lane) {
+  if (valid == ~uint64_t(0)) return;
+  const uint64_t bits = valid >> (2 * (lane % 4));
+#pragma unroll
+  for (int j = 0; j < cute::size<1>(tSrS_rc); ++j) {
+    if (((bits >> ((j % 2) + 8 * (j / 2))) & 1) == 0) {
+#pragma unroll
+      for (int i = 0; i < cute::size<0>(tSrS_rc); ++i) tSrS_rc(i, j) = -INFINITY;
+    }
+  }
+}
+
+// The final factor of an O row: 1 / row sum (0 for a row that saw no key),
+// times, when apply_sink, the attention sink's 1 / (1 + exp(attn_sink[head] - LSE))
+// (the sparse problems leave it to the combine for split items).
+// row_max in the log2 domain.
+__device__ __forceinline__ float row_norm_with_sink(bool apply_sink, const float* attn_sink, int head, float row_max,
+                                                    float row_sum) {
+  if (!(row_sum > 0.0f)) return 0.0f;
+  float norm = 1.0f / row_sum;
+  if (apply_sink) {
+    const float lse = (row_max + log2f(row_sum)) * common::kLn2;  // natural log
+    norm *= 1.0f / (1.0f + expf(__ldg(attn_sink + head) - lse));
+  }
+  return norm;
 }
 
 // Valid (loaded, finite) tokens of block `block`: [0, 64) clipped to the length.

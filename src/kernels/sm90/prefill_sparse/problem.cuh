@@ -51,35 +51,17 @@ struct PrefillProblem {
   // Invalid rows were zero-filled by the gather: nothing to fix.
   static __device__ __forceinline__ void prepare_stage(const ItemMask&, SharedStorage&, int, Element*, int, int) {}
 
-  // Column c of a thread's row view is 2 (lane % 4) + (c % 2) + 8 (c / 2)
-  // (sm90 64xN accumulator: https://docs.nvidia.com/cuda/parallel-thread-execution/#wgmma-64n16-d).
   template <class TensorSRowCol>
   static __device__ __forceinline__ void mask_scores(const ItemMask&, const SharedStorage& smem, int stage,
                                                      TensorSRowCol& tSrS_rc, int lane, int) {
-    using namespace cute;
-    const uint64_t valid = *reinterpret_cast<const uint64_t*>(smem.extra.stage_valid[stage]);
-    if (valid == ~uint64_t(0)) return;
-    const uint64_t bits = valid >> (2 * (lane % 4));
-#pragma unroll
-    for (int j = 0; j < size<1>(tSrS_rc); ++j) {
-      if (((bits >> ((j % 2) + 8 * (j / 2))) & 1) == 0) {
-#pragma unroll
-        for (int i = 0; i < size<0>(tSrS_rc); ++i) tSrS_rc(i, j) = -INFINITY;
-      }
-    }
+    heads_on_m::mask_invalid_keys(*reinterpret_cast<const uint64_t*>(smem.extra.stage_valid[stage]), tSrS_rc, lane);
   }
 
-  // 1 / row sum, times the attention sink's factor 1 / (1 + exp(sink - LSE))
-  // for tokens that are not split (split tokens get it in the combine).
+  // The sink of tokens that are not split (split tokens get it in the combine); padding rows have none.
   static __device__ __forceinline__ float row_norm(const Params& params, int, const heads_on_m::ItemBlocks& blocks,
                                                    const heads_on_m::QueryRow& row, float row_max, float row_sum) {
-    if (!(row_sum > 0.0f)) return 0.0f;
-    float norm = 1.0f / row_sum;
-    if (!blocks.partial && params.attn_sink != nullptr && row.real) {
-      const float lse = (row_max + log2f(row_sum)) * common::kLn2;
-      norm *= 1.0f / (1.0f + expf(__ldg(params.attn_sink + row.head) - lse));
-    }
-    return norm;
+    return heads_on_m::row_norm_with_sink(!blocks.partial && params.attn_sink != nullptr && row.real, params.attn_sink,
+                                          row.head, row_max, row_sum);
   }
 
   static __device__ __forceinline__ Element* out_row(const Params& params, int item, const heads_on_m::QueryRow& row) {
