@@ -176,6 +176,9 @@ constexpr int batch_invariant_chunk_blocks(int rows_per_item) {
 // num_items * ceil(max blocks / chunk_blocks), and a CUDA grid's y dimension
 // caps it.
 inline constexpr int kMaxBatchInvariantParts = 65535;
+// ... and its split accumulators (one piece per part at most) are bounded so a
+// plan never asks for more memory than a GPU could hold beside the model.
+inline constexpr size_t kMaxBatchInvariantWorkspaceBytes = size_t(4) << 30;  // 4 GiB
 
 // Query rows per CTA (one WGMMA M tile).
 inline constexpr int kQueryRowsPerTile = 64;

@@ -178,6 +178,16 @@ Status validate_batch_invariant(const char* entry, const DecodePlan& plan, const
         " parts, expected at most " + std::to_string(kMaxBatchInvariantParts) +
         " (raise options.chunk_blocks or lower the maximum length)");
   }
+  // Every part may hold a partial piece: O, LSE (and, for sparse prefill, max) per row.
+  const double partial_bytes = double(parts) * double(plan.rows_per_item) * double(plan.d_v + 2) * sizeof(float);
+  if (partial_bytes > double(kMaxBatchInvariantWorkspaceBytes)) {
+    return Status::not_supported(
+        std::string(entry) + ": argument 'options.batch_invariant' needs " +
+        std::to_string(int64_t(partial_bytes / double(1 << 20))) + " MiB of partial accumulators (" +
+        std::to_string(parts) + " parts x " + std::to_string(plan.rows_per_item) + " rows), expected at most " +
+        std::to_string(kMaxBatchInvariantWorkspaceBytes >> 20) +
+        " MiB (raise options.chunk_blocks, or lower the batch or the maximum length)");
+  }
   return Status::ok();
 }
 
@@ -296,6 +306,7 @@ Status plan_sparse_prefill(const SparsePrefillShape& shape, const DeviceInfo& de
   result.num_q_groups = shape.fp8_kv_cache ? sparse_q_groups(shape.h_q) : sparse_prefill_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, shape.topk, shape.topk};
+  OPENMLA_RETURN_IF_ERROR(validate_batch_invariant(kEntry, result, options));
   finish_plan(&result, device, options);
   result.kernel = choose_sparse_prefill_kernel(shape);
   result.fingerprint = decode_plan_fingerprint(result);

@@ -295,6 +295,17 @@ TEST(BatchInvariantPlan, OptionsThatFixTheSplitAreRefused) {
       DeviceInfo{}, &plan, kInvariant);
   EXPECT_EQ(huge.code(), StatusCode::kNotSupported);
   EXPECT_NE(huge.message().find("options.batch_invariant"), std::string::npos) << huge.message();
+  // Sparse prefill: one token per item, the same grid cap.
+  const Status prefill = plan_sparse_prefill(SparsePrefillShape{.s_q = 131072, .h_q = 128, .s_kv = 1 << 20, .topk = 2048},
+                                             DeviceInfo{}, &plan, kInvariant);
+  EXPECT_EQ(prefill.code(), StatusCode::kNotSupported);
+  EXPECT_NE(prefill.message().find("options.batch_invariant"), std::string::npos) << prefill.message();
+  // Split accumulators past the bound: many rows per item (dense, s_q x h_q = 32768) and long requests.
+  DenseDecodeShape rows = dense_shape(64, 128, 131072);
+  rows.s_q = 256;
+  const Status accumulators = plan_dense_decode(rows, DeviceInfo{}, &plan, kInvariant);
+  EXPECT_EQ(accumulators.code(), StatusCode::kNotSupported);
+  EXPECT_NE(accumulators.message().find("MiB of partial accumulators"), std::string::npos) << accumulators.message();
 }
 
 }  // namespace
