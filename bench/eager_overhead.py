@@ -18,6 +18,10 @@ Rows per case:
   . key + lookup                       building the prepared-call key and the dict lookup (_eager.*_key)
   . outputs (2x torch.empty)           allocating out and lse
   . run (binding + checks + launch)    the prepared call's run: address patching, api validation, launches
+  paired: ...                          --paired: FlashMLA and the drop-in sampled alternately; the difference
+                                       row is the median of per-pair differences
+  . run reusing the schedule           sparse: the same, without the schedule kernel (what layers 2..61 of a
+                                       step run through one FlashMLASchedMeta)
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import time
 import torch
 
 import openmla
-from openmla import _eager
+from openmla import _C, _eager
 from openmla import flash_mla as om_flash_mla
 
 try:  # FlashMLA 9241ae3 (the peers: bash .peers/build_on_device.sh .peers; PYTHONPATH=.peers/site)
@@ -43,6 +47,7 @@ else:
     _PEER_ERROR = ""
 
 D_QK, D_V, PAGE, TOKEN_BYTES = 576, 512, 64, 656
+PAIRED = False  # --paired
 
 
 def host_us(fn, calls: int, repeats: int, sync) -> float:
@@ -58,6 +63,33 @@ def host_us(fn, calls: int, repeats: int, sync) -> float:
         samples.append((time.perf_counter() - start) / calls * 1e6)
     sync()
     return statistics.median(samples)
+
+
+def paired_us(peer, ours, calls: int, repeats: int, sync) -> tuple:
+    """(peer, ours, ours - peer): medians over samples taken in alternating order, so drift cancels."""
+    for fn in (peer, ours, peer, ours):
+        fn()
+    samples = []
+    for i in range(repeats):
+        pair = {}
+        for name, fn in ((("peer", peer), ("ours", ours)) if i % 2 == 0 else (("ours", ours), ("peer", peer))):
+            sync()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            pair[name] = (time.perf_counter() - start) / calls * 1e6
+        samples.append(pair)
+    sync()
+    median = lambda key: statistics.median(p[key] for p in samples)
+    return median("peer"), median("ours"), statistics.median(p["ours"] - p["peer"] for p in samples)
+
+
+def add_paired(rows: dict, peer, ours, calls: int, repeats: int, sync) -> None:
+    """The paired rows (--paired): FlashMLA and the drop-in sampled alternately, and their difference."""
+    peer_us, ours_us, difference = paired_us(peer, ours, calls, repeats, sync)
+    rows["paired: flash_mla"] = peer_us
+    rows["paired: openmla.flash_mla (drop-in)"] = ours_us
+    rows["paired: drop-in - flash_mla"] = difference
 
 
 # ---------------------------------------------------------------------------
@@ -92,8 +124,8 @@ def dense_case(b, h_q, s_k, device, calls, repeats, sync, stub):
     rows = {}
     if peer_flash_mla is not None and device == "cuda":
         try:
-            meta, _ = peer_flash_mla.get_mla_metadata()
-            peer = lambda: peer_flash_mla.flash_mla_with_kvcache(q, kv, table, lens, D_V, meta, None, scale)
+            peer_meta, _ = peer_flash_mla.get_mla_metadata()
+            peer = lambda: peer_flash_mla.flash_mla_with_kvcache(q, kv, table, lens, D_V, peer_meta, None, scale)
             peer_out = peer()[0]
             rows["flash_mla.flash_mla_with_kvcache"] = host_us(peer, calls, repeats, sync)
         except Exception as error:  # noqa: BLE001
@@ -108,6 +140,8 @@ def dense_case(b, h_q, s_k, device, calls, repeats, sync, stub):
         sync()
         rows["max |openmla - flash_mla|"] = float((out.float() - peer_out.float()).abs().max())
     rows["openmla.flash_mla (drop-in)"] = host_us(drop_in, calls, repeats, sync)
+    if PAIRED and peer_out is not None:
+        add_paired(rows, peer, drop_in, calls, 2 * repeats + 1, sync)
     plan = openmla.DensePlan.for_tensors(q, kv, table)
     workspace = plan.alloc_workspace()
     rows["openmla.dense_decode(plan, workspace)"] = host_us(
@@ -141,9 +175,9 @@ def sparse_case(b, h_q, topk, device, calls, repeats, sync, stub):
     peer_out = None
     if peer_flash_mla is not None and device == "cuda":
         try:
-            meta, _ = peer_flash_mla.get_mla_metadata()
-            peer = lambda: peer_flash_mla.flash_mla_with_kvcache(q, cache, None, None, D_V, meta, None, scale, False,
-                                                                 True, indices)
+            peer_meta, _ = peer_flash_mla.get_mla_metadata()
+            peer = lambda: peer_flash_mla.flash_mla_with_kvcache(q, cache, None, None, D_V, peer_meta, None, scale,
+                                                                 False, True, indices)
             peer_out = peer()[0]
             rows["flash_mla.flash_mla_with_kvcache"] = host_us(peer, calls, repeats, sync)
         except Exception as error:  # noqa: BLE001
@@ -159,6 +193,14 @@ def sparse_case(b, h_q, topk, device, calls, repeats, sync, stub):
         sync()
         rows["max |openmla - flash_mla|"] = float((out.float() - peer_out.float()).abs().max())
     rows["openmla.flash_mla (drop-in)"] = host_us(drop_in, calls, repeats, sync)
+    if PAIRED and peer_out is not None:
+        add_paired(rows, peer, drop_in, calls, 2 * repeats + 1, sync)
+    # With topk_length (every request full): the reuse also checks the lengths tensor's identity and version.
+    lengths = torch.full((b,), topk, dtype=torch.int32, device=device)
+    meta_lengths, _ = om_flash_mla.get_mla_metadata()
+    rows["openmla.flash_mla (drop-in, topk_length)"] = host_us(
+        lambda: om_flash_mla.flash_mla_with_kvcache(q, cache, None, None, D_V, meta_lengths, None, scale, False, True,
+                                                    indices, None, None, None, lengths), calls, repeats, sync)
     plan = openmla.SparsePlan.for_tensors(q, cache, indices)
     workspace = plan.alloc_workspace()
     rows["openmla.sparse_decode(plan, workspace)"] = host_us(
@@ -182,6 +224,10 @@ def sparse_case(b, h_q, topk, device, calls, repeats, sync, stub):
                 workspace.data_ptr(), workspace.nbytes)
         stream = _eager._stream(index, None)
         rows[". run (binding + checks + launch)"] = host_us(lambda: call.run(*ptrs, stream), calls, repeats, sync)
+        record = _C.ScheduleRecord()
+        call.run_with_schedule(*ptrs, stream, False, record)  # builds the schedule the next runs reuse
+        rows[". run reusing the schedule"] = host_us(lambda: call.run_with_schedule(*ptrs, stream, True, record),
+                                                     calls, repeats, sync)
     return rows
 
 
@@ -192,7 +238,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--quick", action="store_true", help="one dense and one sparse case")
+    parser.add_argument("--paired", action="store_true",
+                        help="also sample FlashMLA and the drop-in alternately (2 * repeats + 1 pairs) and report "
+                             "the median of their differences, which host drift does not bias")
     args = parser.parse_args()
+    global PAIRED
+    PAIRED = args.paired
 
     stub = args.device == "cpu"
     if stub:

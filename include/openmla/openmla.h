@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "openmla/capabilities.h"
 #include "openmla/errors.h"
@@ -39,6 +40,46 @@ Status sparse_decode_can_implement(const SparseDecodeParams& params);
 Status sparse_decode_check_shape(const SparseDecodeShape& shape, const char* entry);
 Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
                          size_t workspace_bytes, cudaStream_t stream);
+
+// ---- a split-KV schedule kept in the workspace between runs (eager calls) ----
+// A run's first kernel rebuilds the schedule from the device-resident lengths
+// into the workspace. An engine makes the same call on every layer of a step
+// with the same lengths, so the layers after the first can run on the schedule
+// the first one left there: one kernel launch less per call (host time).
+//
+// What a workspace's schedule regions hold, as the run that built them recorded
+// it. Zero-initialise one per workspace; the runs fill it.
+struct ScheduleRecord {
+  uint64_t plan_fingerprint = 0;    // DecodePlan::fingerprint of the plan it was built for
+  const void* workspace = nullptr;  // the workspace it lies in
+  const void* lengths = nullptr;    // the device lengths it was built from (null: every item full length)
+  cudaStream_t stream = nullptr;    // the stream its schedule kernel ran on
+  bool filled = false;              // built by a run that was not being captured
+  // A run with this record was captured in a CUDA graph: the graph's replays
+  // rewrite the schedule whenever they run, so it is never reused again.
+  bool captured = false;
+};
+
+enum class ScheduleUse : int32_t {
+  // Launch the schedule kernel (as the runs above do); with a record, note in it
+  // what was built (or, under graph capture, mark it captured for good).
+  kBuild,
+  // Launch no schedule kernel: attention (+ combine) read the schedule `record`
+  // says the workspace holds. Refused (kInvalidArgument, nothing launched) unless
+  // the record was filled for this plan (same fingerprint), this workspace, this
+  // lengths pointer and this stream, was never captured, and the stream is not
+  // capturing now (a graph must rebuild the schedule on every replay).
+  // NOTE: the run cannot read the lengths' contents. The caller promises that
+  // they are unchanged since the building run (FlashMLA's rule: one metadata
+  // object per set of lengths); openmla.flash_mla keeps that promise per
+  // FlashMLASchedMeta object (python/openmla/_eager.py, "Schedule reuse").
+  kReuse,
+};
+
+// sparse_decode_run with the schedule built or reused as `use` says; `record`
+// (required for kReuse, optional for kBuild) belongs to `workspace`.
+Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
+                         size_t workspace_bytes, cudaStream_t stream, ScheduleUse use, ScheduleRecord* record);
 
 // ---- sparse prefill (BF16 KV rows by index) ----
 Status sparse_prefill_can_implement(const SparsePrefillParams& params);

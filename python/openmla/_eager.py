@@ -23,6 +23,33 @@ allocations, plus a workspace when the caller passes none), and one binding call
 that patches the addresses into the prepared params and launches.
 
 Errors name the public entry and argument the caller used (see `Entry`).
+
+Schedule reuse (sparse decode through a FlashMLA metadata object)
+-----------------------------------------------------------------
+A call's first kernel rebuilds the split-KV schedule from topk_length into the
+workspace. FlashMLA builds its schedule once per FlashMLASchedMeta object (on
+the first call that receives it) and reuses it for every later call with that
+object; an engine makes one object per decode step and passes it to every
+layer, and FlashMLA requires that an object is not reused with other lengths.
+OpenMLA keeps the same contract, more strictly: a call that gets a metadata
+object (`holder`) launches no schedule kernel when that object's workspace
+holds the schedule of an earlier eager call of this object with
+  - the same prepared call (so the same plan: shapes, dtypes, strides, parts),
+  - the same workspace tensor and the same current stream,
+  - the same topk_length object (or None both times) and, unless it is an
+    inference tensor (which tracks no version), the same `_version`, so an
+    in-place torch write (`copy_`, `fill_`) to the lengths forces a rebuild;
+and never when the stream is capturing a CUDA graph, nor ever again on an
+object that was once used in a capture (replays rebuild the schedule into its
+workspace at times no eager call can see). Every other call rebuilds. The C++
+run checks the plan fingerprint, workspace, lengths pointer, stream and the
+capture state again (ScheduleUse::kReuse in openmla/openmla.h) and refuses a
+reuse it cannot prove. What neither can see is a write to the lengths' memory
+that torch does not count (an inference tensor written in place, a kernel
+writing through a raw pointer): as in FlashMLA, such a change needs a new
+metadata object. The custom op (torch.compile tracing) always rebuilds; it does
+not record anything on the object, so do not mix traced and eager calls on one
+object with different lengths.
 """
 
 from __future__ import annotations
@@ -161,6 +188,66 @@ def _held_workspace(call, device: torch.device, index: int, holder: object, slot
         workspace = torch.empty(call.workspace_bytes, dtype=_UINT8, device=device)
         setattr(holder, slot, workspace)
     return workspace
+
+
+# ---------------------------------------------------------------------------
+# Schedule reuse (module docstring, "Schedule reuse")
+# ---------------------------------------------------------------------------
+_SCHEDULE_SLOT = "_openmla_schedule"
+_capturing_raw = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+
+
+def _capturing() -> bool:
+    """Is the current CUDA stream capturing a graph?"""
+    if _capturing_raw is not None:
+        return bool(_capturing_raw())
+    return torch.cuda.is_current_stream_capturing()
+
+
+class ScheduleState:
+    """What a metadata object's workspace holds: the schedule its last building eager call left there."""
+
+    __slots__ = ("record", "call", "workspace", "lengths", "version", "stream", "filled", "captured")
+
+    def __init__(self, record):
+        self.record = record  # _C.ScheduleRecord: the C++ run's own account of the same workspace
+        self.call = self.workspace = self.lengths = self.version = self.stream = None
+        self.filled = False    # a building call completed outside capture
+        self.captured = False  # used in a CUDA graph capture once: never reused again
+
+
+def _lengths_version(lengths: Optional[Tensor]):
+    """topk_length's torch version counter (None when absent or an inference tensor, which has none)."""
+    return None if lengths is None or lengths.is_inference() else lengths._version
+
+
+def schedule_use(holder: object, call, workspace: Tensor, lengths: Optional[Tensor], stream: int):
+    """(state, reuse): whether this call may skip the schedule kernel, and the holder's state to update.
+
+    When the answer is False, `state` already describes what this call builds; the caller sets
+    `state.filled` once the run succeeded (`schedule_built`).
+    """
+    state = getattr(holder, _SCHEDULE_SLOT, None)
+    if state is None:
+        state = ScheduleState(_C.ScheduleRecord())
+        setattr(holder, _SCHEDULE_SLOT, state)
+    if _capturing():
+        state.captured = True
+    if state.captured:
+        state.filled = False
+        return state, False
+    version = _lengths_version(lengths)
+    if state.filled and state.call is call and state.workspace is workspace and state.lengths is lengths and \
+            state.version == version and state.stream == stream:
+        return state, True
+    state.filled = False
+    state.call, state.workspace, state.lengths, state.version, state.stream = call, workspace, lengths, version, stream
+    return state, False
+
+
+def schedule_built(state: ScheduleState) -> None:
+    """After a building run returned: the workspace holds the schedule `state` describes (unless captured)."""
+    state.filled = not state.captured
 
 
 # ---------------------------------------------------------------------------
@@ -375,6 +462,14 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optio
             with switch:
                 _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
                             _stream(index, stream))
+        elif holder is not None and index >= 0 and stream is None:
+            # A metadata object's call on the current device and stream: reuse the schedule when provable.
+            raw_stream = _stream(index, None)
+            state, reuse = schedule_use(holder, call, workspace, topk_length, raw_stream)
+            _run_sparse_scheduled(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
+                                  raw_stream, reuse, state.record)
+            if not reuse:
+                schedule_built(state)
         else:
             _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
                         _stream(index, stream))
@@ -389,3 +484,11 @@ def _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, wo
              out.data_ptr(), lse.data_ptr(), 0 if workspace is None else workspace.data_ptr(),
              0 if workspace is None else workspace.nbytes, stream)
 
+
+
+def _run_sparse_scheduled(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace, stream, reuse,
+                          record):
+    call.run_with_schedule(q.data_ptr(), kv_cache.data_ptr(), indices.data_ptr(),
+                           0 if topk_length is None else topk_length.data_ptr(),
+                           0 if attn_sink is None else attn_sink.data_ptr(), out.data_ptr(), lse.data_ptr(),
+                           workspace.data_ptr(), workspace.nbytes, stream, reuse, record)

@@ -20,9 +20,15 @@ calls with the same object (every layer of a step) check their arguments against
 left to the caller: a [1, 8] tensor put there (vLLM's batch-invariant mode) makes
 the calls run in OpenMLA's batch-invariant mode (docs/batch_invariance.md: each request's
 out and LSE bitwise independent of the rest of the batch, still spread over the SMs), as
-does OPENMLA_BATCH_INVARIANT=1 or VLLM_BATCH_INVARIANT=1 in the environment at import. OpenMLA rebuilds its schedule on the device from cache_seqlens /
-topk_length inside every call (also on every CUDA-graph replay), so unlike
-FlashMLA's an object stays valid when the lengths change; only the shapes must stay.
+does OPENMLA_BATCH_INVARIANT=1 or VLLM_BATCH_INVARIANT=1 in the environment at import.
+Dense calls rebuild the schedule on the device from cache_seqlens inside every call (and
+every CUDA-graph replay). Sparse calls, like FlashMLA's, reuse the schedule that the
+object's first eager call built, as long as the shapes, the workspace, the stream and the
+topk_length tensor (object and torch version) are those of that call and nothing was
+captured with the object (openmla/_eager.py, "Schedule reuse"); anything else rebuilds it,
+and captured calls always rebuild it (every replay gets new lengths). So, as with FlashMLA,
+use one object per set of lengths (per decode step): a change to topk_length that torch
+does not count (an inference tensor written in place) is not seen.
 
 For the older tensor form, where get_mla_metadata(cache_seqlens, ...) returns
 (tile_scheduler_metadata, num_splits) tensors, import openmla.flash_mla_tensor_metadata.

@@ -37,7 +37,10 @@ workspace on its first call, made during capture from the graph's memory pool, a
 FlashMLA's own split accumulators are.
 
 Differences that only widen what works: the tensors stay valid when the lengths
-change (the schedule is rebuilt on every call and every graph replay); the
+change (dense: the schedule is rebuilt on every call and every graph replay;
+sparse calls here read no lengths, so the schedule depends on the shapes alone
+and later eager calls with the same tensor reuse the one its first call built,
+openmla/_eager.py "Schedule reuse"); the
 contents may be anything (the shape stays [num_sm_parts, 8]: another is named).
 Dense FP8 runs on CPU tensors (the C++ reference) only until OpenMLA's dense FP8
 kernel exists; on CUDA tensors it raises NotImplementedError.

@@ -445,7 +445,23 @@ NB_MODULE(_C, m) {
             run_released([&] { return call.run(addresses, workspace, workspace_bytes, stream); });
           },
           "q"_a, "kv_cache"_a, "indices"_a, "topk_length"_a, "attn_sink"_a, "out"_a, "lse"_a, "workspace"_a,
-          "workspace_bytes"_a, "stream"_a);
+          "workspace_bytes"_a, "stream"_a)
+      .def(
+          "run_with_schedule",
+          [](const SparseDecodeCall& call, uint64_t q, uint64_t kv_cache, uint64_t indices, uint64_t topk_length,
+             uint64_t attn_sink, uint64_t out, uint64_t lse, uint64_t workspace, uint64_t workspace_bytes,
+             uint64_t stream, bool reuse, ScheduleRecord& record) {
+            const SparseDecodeAddresses addresses{q, kv_cache, indices, topk_length, attn_sink, out, lse};
+            run_released(
+                [&] { return call.run_with_schedule(addresses, workspace, workspace_bytes, stream, reuse, &record); });
+          },
+          "q"_a, "kv_cache"_a, "indices"_a, "topk_length"_a, "attn_sink"_a, "out"_a, "lse"_a, "workspace"_a,
+          "workspace_bytes"_a, "stream"_a, "reuse"_a, "record"_a);
+  // ---- schedule reuse (ScheduleUse in openmla/openmla.h): one record per workspace ----
+  nb::class_<ScheduleRecord>(m, "ScheduleRecord")
+      .def(nb::init<>())
+      .def_ro("filled", &ScheduleRecord::filled)
+      .def_ro("captured", &ScheduleRecord::captured);
   m.def("prepare_dense_decode", &prepare_dense, "q"_a, "kv_cache"_a, "block_table"_a, "seqlens"_a, "out"_a,
         "lse"_a, "q_scale"_a.none(), "kv_scale"_a.none(), "softmax_scale"_a, "causal"_a, "device_info"_a,
         "options"_a, "workspace"_a.none());

@@ -82,6 +82,12 @@ Status SparseDecodeCall::prepare(const char* entry, const SparseDecodeTensors& t
 
 Status SparseDecodeCall::run(const SparseDecodeAddresses& a, uint64_t workspace, size_t workspace_bytes,
                              uint64_t stream) const {
+  return run_with_schedule(a, workspace, workspace_bytes, stream, /*reuse=*/false, nullptr);
+}
+
+Status SparseDecodeCall::run_with_schedule(const SparseDecodeAddresses& a, uint64_t workspace,
+                                           size_t workspace_bytes, uint64_t stream, bool reuse,
+                                           ScheduleRecord* record) const {
   SparseDecodeParams params = params_;
   params.q = address<const void>(a.q);
   params.kv_cache = address<const uint8_t>(a.kv_cache);
@@ -90,8 +96,13 @@ Status SparseDecodeCall::run(const SparseDecodeAddresses& a, uint64_t workspace,
   params.attn_sink = address<const float>(a.attn_sink);
   params.out = address<void>(a.out);
   params.lse = address<float>(a.lse);
-  if (device_ == kCpuDevice) return reference_sparse_decode(params);
-  return sparse_decode_run(params, plan_, address<void>(workspace), workspace_bytes, to_stream(stream));
+  if (device_ == kCpuDevice) {
+    if (reuse) return Status::invalid_argument("sparse_decode: argument 'reuse' has no schedule to reuse on the CPU: got "
+                                      "reuse = true, expected false (the reference builds none)");
+    return reference_sparse_decode(params);
+  }
+  return sparse_decode_run(params, plan_, address<void>(workspace), workspace_bytes, to_stream(stream),
+                           reuse ? ScheduleUse::kReuse : ScheduleUse::kBuild, record);
 }
 
 }  // namespace openmla::python

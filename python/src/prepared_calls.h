@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "openmla/openmla.h"
 #include "openmla/params.h"
 #include "openmla/plan.h"
 #include "openmla/status.h"
@@ -57,6 +58,10 @@ class SparseDecodeCall {
                         SparseDecodeCall* call);
   Status run(const SparseDecodeAddresses& addresses, uint64_t workspace, size_t workspace_bytes,
              uint64_t stream) const;
+  // GPU only: run() with the schedule built into `record`'s workspace or reused
+  // from it (`reuse`; see ScheduleUse in openmla/openmla.h).
+  Status run_with_schedule(const SparseDecodeAddresses& addresses, uint64_t workspace, size_t workspace_bytes,
+                           uint64_t stream, bool reuse, ScheduleRecord* record) const;
 
   int device() const { return device_; }
   size_t workspace_bytes() const { return plan_.workspace.total_bytes; }

@@ -43,13 +43,20 @@ CombineParams decode_combine_outputs(const DecodeParams& params, DType out_dtype
 // device-resident lengths, run the family's attention kernel, then the combine
 // when the plan can split (a plan with one part launches no combine).
 // `combine`: the family's outputs (decode_combine_outputs); the rest is filled here.
+// `build_schedule` false: the workspace already holds this plan's schedule for
+// these lengths (ScheduleUse::kReuse, checked by the caller).
+// NOTE: the attention kernel is then the call's first grid, launched as a
+// programmatic dependent of whatever the stream ran before; that is safe
+// because every attention kernel reads nothing before griddepcontrol.wait.
 template <class LaunchAttention>
 Status run_split_kv(const DecodePlan& plan, void* workspace, const int32_t* device_lengths, CombineParams combine,
-                    const LaunchAttention& launch_attention, cudaStream_t stream) {
+                    const LaunchAttention& launch_attention, cudaStream_t stream, bool build_schedule = true) {
   const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
-  ItemLengths lengths = plan.lengths;
-  lengths.lengths = device_lengths;
-  OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
+  if (build_schedule) {
+    ItemLengths lengths = plan.lengths;
+    lengths.lengths = device_lengths;
+    OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
+  }
   OPENMLA_RETURN_IF_ERROR(launch_attention(views));
   if (plan.num_slots == 0) return Status::ok();
 
@@ -65,6 +72,30 @@ Status run_split_kv(const DecodePlan& plan, void* workspace, const int32_t* devi
   combine.partial_lse = views.partial_lse;
   combine.partial_max = views.partial_max;
   return kernels::combine::launch(combine, plan.rows_per_item, stream);
+}
+
+// Is `stream` capturing a CUDA graph now? (A failed query leaves no error behind.)
+Status stream_is_capturing(const char* entry, cudaStream_t stream, bool* capturing) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t error = cudaStreamIsCapturing(stream, &status);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();  // the error is reported here, not by the next launch check
+    return Status::cuda_error(std::string(entry) + ": cudaStreamIsCapturing failed: " + cudaGetErrorString(error));
+  }
+  *capturing = status != cudaStreamCaptureStatusNone;
+  return Status::ok();
+}
+
+// After a run that launched the schedule kernel: what the workspace now holds.
+// Under capture nothing was computed (and replays will rewrite it): captured for good.
+void record_schedule(ScheduleRecord* record, const DecodePlan& plan, const void* workspace, const void* lengths,
+                     cudaStream_t stream, bool capturing) {
+  if (capturing) record->captured = true;
+  record->plan_fingerprint = plan.fingerprint;
+  record->workspace = workspace;
+  record->lengths = lengths;
+  record->stream = stream;
+  record->filled = !record->captured;
 }
 
 // Sparse prefill in FP8-cache mode as the sparse decode call the FP8 kernels run:
@@ -145,20 +176,38 @@ Status combine_run(const CombineParams& params, cudaStream_t stream) {
 
 Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
                          size_t workspace_bytes, cudaStream_t stream) {
-  OPENMLA_RETURN_IF_ERROR(
-      detail::check_sparse_decode_run("sparse_decode_run", params, plan, workspace, workspace_bytes));
+  return sparse_decode_run(params, plan, workspace, workspace_bytes, stream, ScheduleUse::kBuild, nullptr);
+}
+
+Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
+                         size_t workspace_bytes, cudaStream_t stream, ScheduleUse use, ScheduleRecord* record) {
+  constexpr const char* kEntry = "sparse_decode_run";
+  OPENMLA_RETURN_IF_ERROR(detail::check_sparse_decode_run(kEntry, params, plan, workspace, workspace_bytes));
+  const bool reuse = use == ScheduleUse::kReuse;
+  bool capturing = false;
+  if (reuse) {  // the record before the stream: a CPU test reaches these checks without a device
+    OPENMLA_RETURN_IF_ERROR(
+        detail::check_schedule_reuse(kEntry, record, plan, workspace, params.topk_length, "topk_length", stream));
+  }
+  if (record != nullptr) {
+    OPENMLA_RETURN_IF_ERROR(stream_is_capturing(kEntry, stream, &capturing));
+    if (reuse) OPENMLA_RETURN_IF_ERROR(detail::check_reuse_outside_capture(kEntry, capturing));
+    if (!reuse) record->filled = false;  // until the schedule kernel is launched
+  }
 #if OPENMLA_ENABLE_SPARSE_DECODE  // else the check above refused (validate/build_options.h)
   // topk_length is per request (null: every item has topk positions); split
   // items get the attention sink from the combine.
-  return run_split_kv(
+  OPENMLA_RETURN_IF_ERROR(run_split_kv(
       plan, workspace, params.topk_length, decode_combine_outputs(params, DType::kBF16, params.attn_sink),
       [&](const kernels::DecodeWorkspace& views) {
         return kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts, views.partial_o,
                                                   views.partial_lse, stream);
       },
-      stream);
+      stream, /*build_schedule=*/!reuse));
+  if (!reuse && record != nullptr) record_schedule(record, plan, workspace, params.topk_length, stream, capturing);
+  return Status::ok();
 #else
-  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream;
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)capturing;
   return Status::internal("sparse_decode_run: unreachable (sparse decode not built)");
 #endif
 }

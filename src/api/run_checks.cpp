@@ -1,6 +1,9 @@
 // Pre-launch checks of the run() entries (run_checks.h).
 #include "api/run_checks.h"
 
+#include <cstdio>
+#include <string>
+
 #include "validate/validate.h"
 
 namespace openmla::detail {
@@ -28,6 +31,61 @@ Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& pa
   OPENMLA_RETURN_IF_ERROR(check_sparse_prefill_gpu(entry, params.shape));
   OPENMLA_RETURN_IF_ERROR(check_sparse_prefill_plan(entry, params.shape, plan));
   return validate_workspace(entry, plan, workspace, workspace_bytes);
+}
+
+namespace {
+
+std::string hex(uint64_t value) {
+  char text[2 + 16 + 1];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+std::string hex(const void* pointer) { return hex(uint64_t(reinterpret_cast<uintptr_t>(pointer))); }
+
+}  // namespace
+
+Status check_schedule_reuse(const char* entry, const ScheduleRecord* record, const DecodePlan& plan,
+                            const void* workspace, const void* lengths, const char* lengths_name,
+                            cudaStream_t stream) {
+  const std::string prefix = std::string(entry) + ": argument ";
+  if (record == nullptr) {
+    return Status::invalid_argument(prefix + "'record' is null: got record = nullptr, expected the ScheduleRecord "
+                                    "a ScheduleUse::kBuild run filled for this workspace");
+  }
+  if (record->captured) {
+    return Status::invalid_argument(prefix + "'record' was used in a CUDA graph capture: got record.captured = "
+                                    "true, expected a record never captured (replays rewrite its schedule)");
+  }
+  if (!record->filled) {
+    return Status::invalid_argument(prefix + "'record' holds no schedule: got record.filled = false, expected a "
+                                    "record filled by a ScheduleUse::kBuild run");
+  }
+  if (record->plan_fingerprint != plan.fingerprint) {
+    return Status::invalid_argument(prefix + "'record' holds the schedule of another plan: got "
+                                    "record.plan_fingerprint = " + hex(record->plan_fingerprint) +
+                                    ", expected plan.fingerprint = " + hex(plan.fingerprint));
+  }
+  if (record->workspace != workspace) {
+    return Status::invalid_argument(prefix + "'record' belongs to another workspace: got record.workspace = " +
+                                    hex(record->workspace) + ", expected workspace = " + hex(workspace));
+  }
+  if (record->lengths != lengths) {
+    return Status::invalid_argument(prefix + "'record' was built from other lengths: got record.lengths = " +
+                                    hex(record->lengths) + ", expected " + lengths_name + " = " + hex(lengths));
+  }
+  if (record->stream != stream) {
+    return Status::invalid_argument(prefix + "'record' was built on another stream: got record.stream = " +
+                                    hex(static_cast<const void*>(record->stream)) + ", expected stream = " +
+                                    hex(static_cast<const void*>(stream)));
+  }
+  return Status::ok();
+}
+
+Status check_reuse_outside_capture(const char* entry, bool capturing) {
+  if (!capturing) return Status::ok();
+  return Status::invalid_argument(std::string(entry) + ": argument 'use' cannot reuse a schedule while the stream "
+                                  "is capturing a CUDA graph: got ScheduleUse::kReuse, expected ScheduleUse::kBuild "
+                                  "(every replay must rebuild the schedule from its lengths)");
 }
 
 }  // namespace openmla::detail

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "openmla/openmla.h"
 #include "openmla/params.h"
 #include "openmla/plan.h"
 #include "openmla/status.h"
@@ -18,5 +19,15 @@ Status check_sparse_decode_run(const char* entry, const SparseDecodeParams& para
                                const void* workspace, size_t workspace_bytes);
 Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& params, const DecodePlan& plan,
                                 const void* workspace, size_t workspace_bytes);
+
+// ScheduleUse::kReuse: `record` (null refused) must say that `workspace` holds
+// the schedule of `plan`, built outside graph capture from `lengths` (named
+// `lengths_name`, e.g. topk_length) on `stream`.
+Status check_schedule_reuse(const char* entry, const ScheduleRecord* record, const DecodePlan& plan,
+                            const void* workspace, const void* lengths, const char* lengths_name,
+                            cudaStream_t stream);
+// ScheduleUse::kReuse: refused while the stream captures a graph (`capturing`,
+// queried by the caller): every replay must rebuild the schedule.
+Status check_reuse_outside_capture(const char* entry, bool capturing);
 
 }  // namespace openmla::detail

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "api/run_checks.h"
 #include "openmla/openmla.h"
 #include "test_util/mla_inputs.h"
 
@@ -79,6 +80,99 @@ TEST(SparseDecodeRunEntry, DensePlanIsRefusedBeforeAnyLaunch) {
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
   EXPECT_NE(status.message().find("sparse_decode_run: argument 'plan' was made for dense_decode"), std::string::npos)
       << status.message();
+}
+
+// ---- ScheduleUse::kReuse: no schedule kernel unless the record proves the workspace holds it ----
+struct ReuseCase {
+  test::SparseDecodeInputs inputs = test::make_sparse_decode_inputs(test::SparseDecodeConfig{}, 6);
+  DecodePlan plan;
+  void* workspace = nullptr;
+  ScheduleRecord record;  // as a kBuild run on `workspace` leaves it
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(uintptr_t(0x1000));
+
+  ReuseCase() {
+    EXPECT_TRUE(plan_sparse_decode(inputs.shape, DeviceInfo{}, &plan).is_ok());
+    workspace = std::aligned_alloc(kWorkspaceAlignment, plan.workspace.total_bytes);
+    record.plan_fingerprint = plan.fingerprint;
+    record.workspace = workspace;
+    record.lengths = inputs.params().topk_length;
+    record.stream = stream;
+    record.filled = true;
+  }
+  ~ReuseCase() { std::free(workspace); }
+  Status check() {
+    return detail::check_schedule_reuse("sparse_decode_run", &record, plan, workspace, inputs.params().topk_length,
+                                        "topk_length", stream);
+  }
+};
+
+void expect_refused(const Status& status, const std::string& message) {
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find(message), std::string::npos) << status.message();
+}
+
+TEST(SparseDecodeScheduleReuse, MatchingRecordIsAccepted) {
+  ReuseCase c;
+  const Status status = c.check();
+  EXPECT_TRUE(status.is_ok()) << status.message();
+}
+
+TEST(SparseDecodeScheduleReuse, EachMismatchIsRefused) {
+  {
+    ReuseCase c;
+    c.record.filled = false;
+    expect_refused(c.check(), "sparse_decode_run: argument 'record' holds no schedule: got record.filled = false");
+  }
+  {
+    ReuseCase c;
+    c.record.captured = true;
+    expect_refused(c.check(), "argument 'record' was used in a CUDA graph capture: got record.captured = true");
+  }
+  {
+    ReuseCase c;
+    c.record.plan_fingerprint ^= 1;
+    expect_refused(c.check(), "argument 'record' holds the schedule of another plan: got record.plan_fingerprint");
+  }
+  {
+    ReuseCase c;
+    c.record.workspace = static_cast<uint8_t*>(c.workspace) + kWorkspaceAlignment;
+    expect_refused(c.check(), "argument 'record' belongs to another workspace");
+  }
+  {
+    ReuseCase c;
+    static const int32_t other_lengths[2] = {1, 2};
+    c.record.lengths = other_lengths;
+    expect_refused(c.check(), "argument 'record' was built from other lengths: got record.lengths = ");
+  }
+  {
+    ReuseCase c;
+    c.record.stream = nullptr;
+    expect_refused(c.check(), "argument 'record' was built on another stream: got record.stream = 0x0, expected "
+                              "stream = 0x1000");
+  }
+  expect_refused(detail::check_reuse_outside_capture("sparse_decode_run", true),
+                 "sparse_decode_run: argument 'use' cannot reuse a schedule while the stream is capturing a CUDA "
+                 "graph: got ScheduleUse::kReuse, expected ScheduleUse::kBuild");
+  EXPECT_TRUE(detail::check_reuse_outside_capture("sparse_decode_run", false).is_ok());
+}
+
+// Through the public entry: refused before the stream is touched (no device here).
+TEST(SparseDecodeScheduleReuse, RunRefusesWithoutAFilledRecord) {
+  ReuseCase c;
+  const size_t bytes = c.plan.workspace.total_bytes;
+  expect_refused(sparse_decode_run(c.inputs.params(), c.plan, c.workspace, bytes, c.stream, ScheduleUse::kReuse,
+                                   nullptr),
+                 "sparse_decode_run: argument 'record' is null: got record = nullptr");
+  ScheduleRecord empty;
+  expect_refused(sparse_decode_run(c.inputs.params(), c.plan, c.workspace, bytes, c.stream, ScheduleUse::kReuse,
+                                   &empty),
+                 "sparse_decode_run: argument 'record' holds no schedule");
+  // A plan made for other shapes is refused first, whatever the record says.
+  DecodePlan other = c.plan;
+  other.num_parts += 1;
+  expect_refused(sparse_decode_run(c.inputs.params(), other, c.workspace, bytes, c.stream, ScheduleUse::kReuse,
+                                   &c.record),
+                 "sparse_decode_run: argument 'plan' was not made by plan_sparse_decode for these shapes");
 }
 
 }  // namespace
