@@ -11,13 +11,13 @@
 //   WG0 producer (setmaxnreg 40): warp 0 runs the e4m3 K/V TMA ring (the
 //       dense producer, 64-byte boxes); warps 1-3 gather each item's e4m3 Q
 //       tile and, with WG2, dequantise every stage's V into the BF16 V buffer
-//       (v_dequant.cuh).
+//       (fp8_v_dequant.cuh).
 //   WG1, WG2: the heads-on-M consumers (heads_on_m/consumers.cuh) with
 //       DenseProblem: WG1 S = Q.K^T (WGMMA 64x64x32 e4m3, SS), online softmax,
 //       O[:, 0:256) += P.V (bf16, RS); WG2 dequantises its share of V, then
 //       O[:, 256:512) += P.V (bf16, SS).
 //       WG1 frees a stage after its S; P.V waits for the V buffer instead.
-// Shared memory: Q 36 KB + 3 e4m3 stages 108 KB + V 64 KB + P 8 KB (traits.h).
+// Shared memory: Q 36 KB + 3 e4m3 stages 108 KB + V 64 KB + P 8 KB (fp8_traits.h).
 // Pipeline depth: 3 K/V stages, one V buffer, one Q buffer. No cluster split.
 #pragma once
 
@@ -46,7 +46,7 @@ struct Fp8DenseProblem : DenseProblem<Traits> {
   template <class Mask, class Storage, class StageElement>
   static __device__ __forceinline__ void prepare_stage(const Mask&, Storage&, int, StageElement*, int, int) {}
 
-  // WG2's share of V for `block`, before its P.V waits for v_full (v_dequant.cuh).
+  // WG2's share of V for `block`, before its P.V waits for v_full (fp8_v_dequant.cuh).
   static __device__ __forceinline__ void fill_v(typename Traits::SharedStorage& smem, const heads_on_m::ItemBlocks& blocks,
                                                 int block, int block_counter, int thread) {
     Fp8VDequant<Traits>::fill_share(smem, block_counter, heads_on_m::block_valid_tokens(blocks.length, block), thread);
