@@ -130,7 +130,8 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
 def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Optional[float] = None,
                    topk_length: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None,
                    d_v: int = _C.HEAD_DIM_V,
-                   stream: Optional[torch.cuda.Stream] = None) -> Tuple[Tensor, Tensor, Tensor]:
+                   stream: Optional[torch.cuda.Stream] = None,
+                   batch_invariant: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
     """Sparse MLA prefill: q [s_q, h_q, d_qk] bf16, kv [s_kv, 1, d_qk] bf16, indices [s_q, 1, topk] int32.
 
     kv may instead be sparse decode's 656-byte FP8 cache, a 1-byte tensor [num_pages, page_size, 1, 656]
@@ -138,18 +139,24 @@ def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Opt
     no BF16 copy of the cache (on the GPU: h_q in {8, 16, 32, 64, 128}, topk a multiple of 64).
     Returns out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 and lse [s_q, h_q] fp32
     (empty rows: max_logits -inf, lse +inf, out 0).
+    batch_invariant=True: each query token's results are bitwise the same whichever other tokens the call
+    holds (docs/batch_invariance.md).
     """
-    return _sparse_prefill(_eager.PREFILL, q, kv, indices, softmax_scale, topk_length, attn_sink, d_v, stream)
+    return _sparse_prefill(_eager.PREFILL, q, kv, indices, softmax_scale, topk_length, attn_sink, d_v, stream,
+                           batch_invariant)
 
 
 def _sparse_prefill(entry: "_eager.Entry", q: Tensor, kv: Tensor, indices: Tensor, softmax_scale: Optional[float],
                     topk_length: Optional[Tensor], attn_sink: Optional[Tensor], d_v: int,
-                    stream: Optional[torch.cuda.Stream]) -> Tuple[Tensor, Tensor, Tensor]:
+                    stream: Optional[torch.cuda.Stream],
+                    batch_invariant: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
     """sparse_prefill, with errors named for `entry` (the public function the caller used)."""
     softmax_scale = softmax_scale_arg(entry.name, q, softmax_scale, entry.public("softmax_scale"))
     d_v = d_v_arg(entry.name, d_v, entry.public("d_v"))
+    batch_invariant = _batch_invariant_arg(entry.name, None, batch_invariant)
     try:
         with _stream_context(stream):
-            return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale), d_v)
+            return torch.ops.openmla.sparse_prefill(q, kv, indices, topk_length, attn_sink, float(softmax_scale), d_v,
+                                                    batch_invariant)
     except (ValueError, NotImplementedError) as error:
         raise _eager.public_error(error, entry) from None

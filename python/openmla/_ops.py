@@ -139,7 +139,8 @@ def _sparse_decode_fake(q, kv_cache, indices, workspace, topk_length, attn_sink,
 # ---------------------------------------------------------------------------
 @torch.library.custom_op("openmla::sparse_prefill", mutates_args=())
 def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optional[Tensor],
-                      attn_sink: Optional[Tensor], softmax_scale: float, d_v: int) -> Tuple[Tensor, Tensor, Tensor]:
+                      attn_sink: Optional[Tensor], softmax_scale: float, d_v: int,
+                      batch_invariant: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
     """out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q] fp32 (-inf if empty), lse [s_q, h_q] fp32 (+inf if empty)."""
     _check_prefill_devices(q, kv, indices, topk_length, attn_sink)
     check_d_v("sparse_prefill", d_v)
@@ -147,7 +148,7 @@ def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optio
     out = torch.empty((s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     max_logits = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
     lse = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, 0, 0, 0)
+    info, options = run_config(q.device, 0, 0, 0, batch_invariant)
     args = (ref(q), ref(kv), ref(indices), ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
             ref(max_logits), ref(lse), softmax_scale, info, options)
     workspace = None
@@ -159,7 +160,7 @@ def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optio
 
 
 @sparse_prefill_op.register_fake
-def _sparse_prefill_fake(q, kv, indices, topk_length, attn_sink, softmax_scale, d_v):
+def _sparse_prefill_fake(q, kv, indices, topk_length, attn_sink, softmax_scale, d_v, batch_invariant=False):
     _check_prefill_devices(q, kv, indices, topk_length, attn_sink)
     check_d_v("sparse_prefill", d_v)
     s_q, h_q = _leading(q, 3, 2)

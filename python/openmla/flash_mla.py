@@ -311,7 +311,7 @@ def flash_mla_sparse_fwd(
     sm_scale is required (FlashMLA has no default).
     """
     check_sm_scale(_PREFILL.name, sm_scale)
-    return _sparse_prefill(_PREFILL, q, kv, indices, sm_scale, topk_length, attn_sink, d_v, None)
+    return _sparse_prefill(_PREFILL, q, kv, indices, sm_scale, topk_length, attn_sink, d_v, None, _BATCH_INVARIANT)
 
 
 # ---------------------------------------------------------------------------

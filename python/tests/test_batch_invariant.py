@@ -8,7 +8,7 @@ import torch
 import openmla
 from openmla import _C, _eager, flash_mla
 from mla_reference import (assert_attention_close, default_scale, dense_decode_ref, make_dense_inputs,
-                           quantize_sparse_tokens, random_indices, sparse_decode_ref, TOKEN_BYTES)
+                           quantize_sparse_tokens, random_indices, sparse_decode_ref, sparse_prefill_ref, TOKEN_BYTES)
 
 CPU = _C.DeviceInfo()  # 132 SMs, sm_90 (a plan needs no GPU)
 
@@ -90,6 +90,21 @@ def test_sparse_keyword():
         openmla.sparse_decode(q, cache, indices, plan=plan, batch_invariant=True)
 
 
+def test_prefill_keyword():
+    # Each token's results alone equal its results within the larger call (bitwise), and match the reference.
+    q = torch.randn(5, 16, 576).bfloat16()
+    kv = torch.randn(300, 1, 576).bfloat16()
+    indices = random_indices((5, 1, 128), 300)
+    topk_length = torch.tensor([128, 3, 0, 64, 100], dtype=torch.int32)
+    out, max_logits, lse = openmla.sparse_prefill(q, kv, indices, topk_length=topk_length, batch_invariant=True)
+    out_ref, max_ref, lse_ref = sparse_prefill_ref(q, kv, indices, default_scale(), topk_length=topk_length)
+    assert_attention_close(out, lse, out_ref, lse_ref, max_logits=max_logits, max_logits_ref=max_ref)
+    alone = openmla.sparse_prefill(q[3:4], kv, indices[3:4], topk_length=topk_length[3:4], batch_invariant=True)
+    assert all(torch.equal(a[0], b[3]) for a, b in zip(alone, (out, max_logits, lse)))
+    with pytest.raises(TypeError, match=r"^sparse_prefill: argument 'batch_invariant' must be a bool"):
+        openmla.sparse_prefill(q, kv, indices, batch_invariant=1)
+
+
 def test_custom_ops_take_the_flag():
     x = make_dense_inputs([100, 900], h_q=16)
     out, lse = torch.ops.openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, None, None, None,
@@ -98,6 +113,7 @@ def test_custom_ops_take_the_flag():
     schema = str(torch.ops.openmla.dense_decode.default._schema)
     assert "bool batch_invariant=False" in schema
     assert "bool batch_invariant=False" in str(torch.ops.openmla.sparse_decode.default._schema)
+    assert "bool batch_invariant=False" in str(torch.ops.openmla.sparse_prefill.default._schema)
 
 
 def _recording(monkeypatch, name):
