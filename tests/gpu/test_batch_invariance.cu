@@ -214,6 +214,12 @@ TEST_P(DenseBatchInvariant, RequestIsBitwiseTheSameInEveryBatch) {
 
   DeviceBuffer<uint8_t> kv;
   test::upload(kv, pool.kv_cache);
+  DeviceBuffer<float> q_scale, kv_scale;  // FP8: the kernel reads the descales on the device
+  const bool fp8 = pool_shape.kv_dtype == DType::kFP8E4M3;
+  if (fp8) {
+    test::upload(q_scale, pool.q_scale);
+    test::upload(kv_scale, pool.kv_scale);
+  }
   DeviceInfo device;
   ASSERT_TRUE(query_device_info(0, &device).is_ok());
   PlanOptions options = c.options;
@@ -233,6 +239,10 @@ TEST_P(DenseBatchInvariant, RequestIsBitwiseTheSameInEveryBatch) {
     p.seqlens = b.lengths.ptr;
     p.out = b.out.ptr;
     p.lse = b.lse.ptr;
+    if (fp8) {
+      p.q_scale = q_scale.ptr;
+      p.kv_scale = kv_scale.ptr;
+    }
     return p;
   };
   const auto plan_for = [&](int batch, DecodePlan* plan) {
@@ -295,9 +305,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(DenseCase{DType::kBF16, 16, 1, {}},    // column split, 32-block chunks
                       DenseCase{DType::kFP16, 16, 1, {}},
                       DenseCase{DType::kBF16, 128, 1, {}},   // alternate blocks (two query tiles), 128-block chunks
-                      DenseCase{DType::kBF16, 128, 2, PlanOptions{.chunk_blocks = 32}}),  // MTP, causal, shorter chunks
+                      DenseCase{DType::kBF16, 128, 2, PlanOptions{.chunk_blocks = 32}},  // MTP, causal, shorter chunks
+                      // The FP8 column split (e4m3 Q/KV, descales on the device).
+                      DenseCase{DType::kFP8E4M3, 16, 1, {}},
+                      DenseCase{DType::kFP8E4M3, 128, 2, PlanOptions{.chunk_blocks = 32}}),
     [](const ::testing::TestParamInfo<DenseCase>& info) {
-      return std::string(info.param.dtype == DType::kFP16 ? "fp16" : "bf16") + "_h" +
+      const DType dtype = info.param.dtype;
+      return std::string(dtype == DType::kFP16 ? "fp16" : dtype == DType::kFP8E4M3 ? "fp8" : "bf16") + "_h" +
              std::to_string(info.param.h_q) + "_s" + std::to_string(info.param.s_q) +
              (info.param.options.chunk_blocks > 0 ? "_chunk" + std::to_string(info.param.options.chunk_blocks) : "");
     });
