@@ -29,7 +29,7 @@
 namespace openmla::kernels::decode_dense {
 
 template <int kHeadDimQK_, int kStages_>
-struct Fp8Traits {
+struct Fp8Traits : heads_on_m::PvTile<cutlass::bfloat16_t> {
   using Element = cutlass::bfloat16_t;     // V (dequantised), P and out
   using ElementQK = cutlass::float_e4m3_t;  // Q and the K/V stages
   static constexpr bool kSeparateV = true;
@@ -53,15 +53,7 @@ struct Fp8Traits {
       cute::GMMA::ss_op_selector<ElementQK, ElementQK, float,
                                  cute::Shape<cute::Int<BLOCK_M>, cute::Int<BLOCK_N>, cute::Int<kHeadDimQK>>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::K>()));
-  // O_half += P.V_half in bf16, as in heads_on_m/traits.h.
-  using TiledMmaPV = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float,
-                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
-  using TiledMmaPVRegs = decltype(cute::make_tiled_mma(
-      cute::GMMA::rs_op_selector<Element, Element, float,
-                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
+  // P.V in bf16: heads_on_m::PvTile.
 
   // ---- shared-memory layouts ---------------------------------------------------------
   // NOTE: 576 e4m3 columns are 4.5 128-byte rows, so Q/K use the 64-byte
@@ -71,13 +63,6 @@ struct Fp8Traits {
       SmemLayoutAtomQK{}, cute::Shape<cute::Int<BLOCK_M>, cute::Int<kHeadDimQK>>{}));  // (64 rows, d_qk)
   using SmemLayoutK = decltype(cute::tile_to_shape(
       SmemLayoutAtomQK{}, cute::Shape<cute::Int<BLOCK_N>, cute::Int<kHeadDimQK>>{}));  // (64 tokens, d_qk)
-  using SmemLayoutP = decltype(cute::tile_to_shape(
-      cute::GMMA::Layout_K_SW128_Atom<Element>{}, cute::Shape<cute::Int<BLOCK_M>, cute::Int<BLOCK_N>>{}));
-  using SmemLayoutVHalf = decltype(cute::tile_to_shape(
-      cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-      cute::Shape<cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>{}, cute::Step<cute::_2, cute::_1>{}));
-  static constexpr int kVHalfOffset = (HEAD_DIM_V_HALF / kChunkCols) * kChunkElems;  // elements
-  using SmemCopyAtomP = cute::Copy_Atom<cute::SM90_U32x4_STSM_N, Element>;
 
   struct SharedStorage {
     alignas(1024) ElementQK q[BLOCK_M * kHeadDimQK];               // SmemLayoutQ

@@ -34,6 +34,41 @@ struct ElementOf<DType::kFP16> {
   using type = cutlass::half_t;
 };
 
+// The P.V half of the tile, shared by every traits type (this file's and the
+// dense FP8 kernel's, decode_dense/fp8_traits.h): P (64 rows x 64 tokens) and V
+// in 16-bit `Element`, each consumer warpgroup owning 256 of the 512 O columns.
+template <class Element>
+struct PvTile {
+  // O_half += P.V_half: (64 rows) x (256 columns), reduction over 64 tokens;
+  // P K-major, V MN-major (columns contiguous).
+  using TiledMmaPV = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
+
+  // The same product with P taken from the registers of the warpgroup that
+  // computed it (WG1): no shared-memory read of P, no wait for all of it.
+  using TiledMmaPVRegs = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float,
+                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
+
+  using SmemLayoutP = decltype(cute::tile_to_shape(
+      cute::GMMA::Layout_K_SW128_Atom<Element>{},
+      cute::Shape<cute::Int<BLOCK_M>, cute::Int<BLOCK_N>>{}));  // (64 rows, 64 tokens), K-major
+  // One consumer's half of V: columns [256 h, 256 h + 256) of a V buffer laid
+  // out as 64-column chunks of (64 tokens x 128 bytes), seen as (256 columns,
+  // 64 tokens) MN-major. Atoms run along tokens first so each 64-column chunk
+  // stays one contiguous 8 KB block (a 16-bit K/V stage's chunk layout).
+  using SmemLayoutVHalf = decltype(cute::tile_to_shape(
+      cute::GMMA::Layout_MN_SW128_Atom<Element>{},
+      cute::Shape<cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>{}, cute::Step<cute::_2, cute::_1>{}));
+  static constexpr int kVHalfOffset = (HEAD_DIM_V_HALF / kChunkCols) * (BLOCK_N * kChunkCols);  // elements
+
+  // P: fp32 accumulator fragment -> smem with stmatrix.
+  using SmemCopyAtomP = cute::Copy_Atom<cute::SM90_U32x4_STSM_N, Element>;
+};
+
 // Shared-memory fields a kernel adds to the common plan (none for the dense
 // column-split kernel).
 struct NoExtraStorage {};
@@ -42,7 +77,7 @@ struct NoExtraStorage {};
 // memory placed after the common fields (e.g. the sparse heads-on-M kernel's
 // raw FP8 stage next to its one bf16 stage).
 template <DType kDType_, int kHeadDimQK_, int kStages_, class ExtraStorage_ = NoExtraStorage>
-struct Traits {
+struct Traits : PvTile<typename ElementOf<kDType_>::type> {
   using Element = typename ElementOf<kDType_>::type;  // Q, K, V, P and out
   using ElementQK = Element;                           // Q and the K/V stages (the dense FP8 traits: e4m3)
   using ExtraStorage = ExtraStorage_;
@@ -66,38 +101,13 @@ struct Traits {
       cute::GMMA::ss_op_selector<Element, Element, float,
                                  cute::Shape<cute::Int<BLOCK_M>, cute::Int<BLOCK_N>, cute::Int<kHeadDimQK>>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::K>()));
-  // O_half += P.V_half: (64 rows) x (256 columns), reduction over 64 tokens;
-  // P K-major, V MN-major (columns contiguous).
-  using TiledMmaPV = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float,
-                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
-
-  // The same product with P taken from the registers of the warpgroup that
-  // computed it (WG1): no shared-memory read of P, no wait for all of it.
-  using TiledMmaPVRegs = decltype(cute::make_tiled_mma(
-      cute::GMMA::rs_op_selector<Element, Element, float,
-                                 cute::Shape<cute::Int<BLOCK_M>, cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>()));
-
   // ---- shared-memory layouts ---------------------------------------------------------
   using SmemLayoutAtomK = cute::GMMA::Layout_K_SW128_Atom<Element>;  // (8, 64)
   using SmemLayoutQ = decltype(cute::tile_to_shape(
       SmemLayoutAtomK{}, cute::Shape<cute::Int<BLOCK_M>, cute::Int<kHeadDimQK>>{}));  // (64 rows, d_qk)
   using SmemLayoutK = decltype(cute::tile_to_shape(
       SmemLayoutAtomK{}, cute::Shape<cute::Int<BLOCK_N>, cute::Int<kHeadDimQK>>{}));  // (64 tokens, d_qk)
-  using SmemLayoutP = decltype(cute::tile_to_shape(
-      SmemLayoutAtomK{}, cute::Shape<cute::Int<BLOCK_M>, cute::Int<BLOCK_N>>{}));  // (64 rows, 64 tokens)
-  // One consumer's half of V: the bytes of K's columns [256 h, 256 h + 256),
-  // seen as (256 columns, 64 tokens) MN-major. Atoms run along tokens first so
-  // each 64-column chunk stays one contiguous 8 KB block, as in SmemLayoutK.
-  using SmemLayoutVHalf = decltype(cute::tile_to_shape(
-      cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-      cute::Shape<cute::Int<HEAD_DIM_V_HALF>, cute::Int<BLOCK_N>>{}, cute::Step<cute::_2, cute::_1>{}));
-  static constexpr int kVHalfOffset = (HEAD_DIM_V_HALF / kChunkCols) * kChunkElems;  // elements
 
-  // P: fp32 accumulator fragment -> smem with stmatrix.
-  using SmemCopyAtomP = cute::Copy_Atom<cute::SM90_U32x4_STSM_N, Element>;
 
   struct SharedStorage {
     alignas(1024) Element q[BLOCK_M * kHeadDimQK];               // SmemLayoutQ
