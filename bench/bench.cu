@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,7 +40,8 @@ constexpr const char* kUsage =
     "                         key=value pairs separated by commas:\n"
     "                           family=dense,b=4,s_q=1,h_q=128,s_k=4096,page=64,dtype=bf16\n"
     "                             [,var=1: lengths normal around s_k] [,graph=1: CUDA-graph replays]\n"
-    "                             dtype bf16 or fp16; page 8, 16, 32 or a multiple of 64\n"
+    "                             dtype bf16, fp16 or fp8 (e4m3 q and kv, descales 0.5 / 0.25, bf16 out);\n"
+    "                           page 8, 16, 32 or a multiple of 64\n"
     "                           family=sparse,b=128,s_q=2,h_q=128,topk=2048[,ctx=32768] (FP8 cache, page 64)\n"
     "                           either family: [,inv=1: batch-invariant mode] [,chunk=N: and chunks of N blocks]\n"
     "  --batch-invariant-pairs run the issue-27 bar shapes, each in the default and the batch-invariant mode\n"
@@ -83,6 +85,13 @@ __global__ void fill_random_bf16(__nv_bfloat16* data, size_t n, uint32_t seed, f
 __global__ void bf16_to_fp16(const __nv_bfloat16* in, __half* out, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     out[i] = __float2half(__bfloat162float(in[i]));
+  }
+}
+
+// The same values as e4m3 bytes (the bench's dense fp8 cases; NaN stays NaN).
+__global__ void bf16_to_e4m3(const __nv_bfloat16* in, __nv_fp8_storage_t* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    out[i] = __nv_cvt_float_to_fp8(__bfloat162float(in[i]), __NV_SATFINITE, __NV_E4M3);
   }
 }
 
@@ -263,15 +272,19 @@ struct DenseCase {
   bool variable_lengths;  // normal around s_k (sd s_k / 2, at least s_q); else exactly s_k
   bool graph;             // time CUDA-graph replays
   int page_size = 64;
-  openmla::DType dtype = openmla::DType::kBF16;  // q, kv and out
+  openmla::DType dtype = openmla::DType::kBF16;  // q and kv (fp8: e4m3 with descales, out bf16)
   int invariant = 0;  // 0: default mode; else batch-invariant mode (PlanOptions::batch_invariant), see invariant_name()
   std::string name() const {
     char buf[160];
     std::snprintf(buf, sizeof buf, "dense b=%d h_q=%d s_q=%d s_k=%d%s%s p=%d%s%s", batch, h_q, s_q, s_k,
                   variable_lengths ? "~" : "", graph ? " graph" : "", page_size,
-                  dtype == openmla::DType::kFP16 ? " fp16" : "", invariant_name(invariant).c_str());
+                  dtype_suffix(), invariant_name(invariant).c_str());
     return buf;
   }
+  const char* dtype_suffix() const {
+    return dtype == openmla::DType::kFP16 ? " fp16" : dtype == openmla::DType::kFP8E4M3 ? " fp8" : "";
+  }
+  const char* dtype_name() const { return *dtype_suffix() ? dtype_suffix() + 1 : "bf16"; }
 };
 
 // The batch-invariant bar (issue 27): each shape in the default mode, then the
@@ -309,6 +322,14 @@ std::vector<DenseCase> dense_cases() {
   for (int batch : {1, 32, 128})
     for (int h_q : {16, 128})
       for (int s_q : {1, 4}) cases.push_back({batch, h_q, s_q, 1024, false, true});
+  // Dense FP8 (vLLM's FP8 KV path): the memory-bound and the compute-bound shapes.
+  for (int s_k : {4096, 16384})
+    for (int h_q : {16, 128})
+      for (int s_q : {1, 2}) {
+        DenseCase c{128, h_q, s_q, s_k, true, false};
+        c.dtype = openmla::DType::kFP8E4M3;
+        cases.push_back(c);
+      }
   return cases;
 }
 
@@ -355,7 +376,9 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   shape.page_size = c.page_size;
   shape.num_pages = num_pages;
   shape.max_pages_per_seq = max_pages;
-  shape.q_dtype = shape.kv_dtype = shape.out_dtype = c.dtype;
+  const bool fp8 = c.dtype == DType::kFP8E4M3;
+  shape.q_dtype = shape.kv_dtype = c.dtype;
+  shape.out_dtype = fp8 ? DType::kBF16 : c.dtype;
   DecodePlan plan;
   check(plan_dense_decode(shape, device, &plan, plan_options_for(c.invariant)), "plan_dense_decode");
 
@@ -365,7 +388,9 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   __nv_bfloat16 *q, *kv, *out;
   float* lse;
   int32_t *d_table, *d_seqlens;
+  float* descales;  // fp8: q_scale, kv_scale
   void* workspace;
+  BENCH_CUDA(cudaMalloc(&descales, 2 * sizeof(float)));
   BENCH_CUDA(cudaMalloc(&q, q_elems * 2));
   BENCH_CUDA(cudaMalloc(&kv, kv_elems * 2));
   BENCH_CUDA(cudaMalloc(&out, out_elems * 2));
@@ -379,16 +404,22 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   BENCH_CUDA(cudaMemcpy(d_seqlens, seqlens.data(), seqlens.size() * 4, cudaMemcpyHostToDevice));
   poison_page_tails<<<c.batch, 256>>>(kv, d_table, d_seqlens, max_pages, c.page_size, kHeadDimQK);
   BENCH_CUDA(cudaGetLastError());
-  if (c.dtype == DType::kFP16) {  // same values, converted in place through a scratch copy
+  if (c.dtype != DType::kBF16) {  // same values, converted in place through a scratch copy
     for (auto [data, n] : {std::pair{q, q_elems}, std::pair{kv, kv_elems}}) {
       __nv_bfloat16* scratch;
       BENCH_CUDA(cudaMalloc(&scratch, n * 2));
       BENCH_CUDA(cudaMemcpy(scratch, data, n * 2, cudaMemcpyDeviceToDevice));
-      bf16_to_fp16<<<4096, 256>>>(scratch, reinterpret_cast<__half*>(data), n);
+      if (fp8) {
+        bf16_to_e4m3<<<4096, 256>>>(scratch, reinterpret_cast<__nv_fp8_storage_t*>(data), n);
+      } else {
+        bf16_to_fp16<<<4096, 256>>>(scratch, reinterpret_cast<__half*>(data), n);
+      }
       BENCH_CUDA(cudaGetLastError());
       BENCH_CUDA(cudaFree(scratch));
     }
   }
+  const float descale_values[2] = {0.5f, 0.25f};  // not 1: the descales are applied
+  BENCH_CUDA(cudaMemcpy(descales, descale_values, sizeof descale_values, cudaMemcpyHostToDevice));
 
   DenseDecodeParams params;
   params.shape = shape;
@@ -412,6 +443,7 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   params.lse_stride_b = int64_t(c.h_q) * c.s_q;
   params.softmax_scale = 1.f / std::sqrt(float(kHeadDimQK));
   params.causal = c.s_q > 1;
+  if (fp8) params.q_scale = descales, params.kv_scale = descales + 1;
 
   auto call = [&] { check(dense_decode_run(params, plan, workspace, plan.workspace.total_bytes, timer.stream), "run"); };
   double us = 0;
@@ -437,13 +469,15 @@ Result run_dense_case(const DenseCase& c, const openmla::DeviceInfo& device, Tim
   for (int len : seqlens) mean_len += len;
   mean_len /= c.batch;
   const double flops = double(c.batch) * c.s_q * c.h_q * (2.0 * kHeadDimQK + 2.0 * kHeadDimV) * mean_len;
-  const double bytes = 2.0 * (double(q_elems) + double(out_elems) + mean_len * c.batch * kHeadDimQK);
-  for (void* p : {(void*)q, (void*)kv, (void*)out, (void*)lse, (void*)d_table, (void*)d_seqlens, workspace}) {
+  const double in_bytes = fp8 ? 1.0 : 2.0;  // per q / kv element
+  const double bytes = in_bytes * (double(q_elems) + mean_len * c.batch * kHeadDimQK) + 2.0 * double(out_elems);
+  for (void* p : {(void*)q, (void*)kv, (void*)out, (void*)lse, (void*)d_table, (void*)d_seqlens, (void*)descales,
+                  workspace}) {
     BENCH_CUDA(cudaFree(p));
   }
   Result r{c.name(), us, flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e9};
   r.family = "dense";
-  r.dtype = c.dtype == DType::kFP16 ? "fp16" : "bf16";
+  r.dtype = c.dtype_name();
   r.batch = c.batch, r.s_q = c.s_q, r.h_q = c.h_q, r.page = c.page_size, r.s_k = mean_len;
   r.graph = c.graph, r.variable_lengths = c.variable_lengths;
   r.kernel = decode_kernel_name(plan.kernel);
@@ -607,12 +641,12 @@ bool parse_case(const std::string& spec, std::vector<DenseCase>* dense, std::vec
         !take_int("var", 0, &variable)) {
       return false;
     }
-    if (dtype != "bf16" && dtype != "fp16") {
-      *error = "--case: dense dtype must be bf16 or fp16, got '" + dtype + "'";
+    if (dtype != "bf16" && dtype != "fp16" && dtype != "fp8") {
+      *error = "--case: dense dtype must be bf16, fp16 or fp8, got '" + dtype + "'";
       return false;
     }
     DenseCase c{batch, h_q, s_q, s_k, variable != 0, graph != 0, page};
-    c.dtype = dtype == "fp16" ? openmla::DType::kFP16 : openmla::DType::kBF16;
+    c.dtype = dtype == "fp16" ? openmla::DType::kFP16 : dtype == "fp8" ? openmla::DType::kFP8E4M3 : openmla::DType::kBF16;
     c.invariant = invariant_field;
     dense->push_back(c);
   } else if (family == "sparse") {

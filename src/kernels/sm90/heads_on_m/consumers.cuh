@@ -38,6 +38,18 @@ __device__ __forceinline__ void release_v(typename Traits::SharedStorage& smem, 
   }
 }
 
+// Both consumer warpgroups' last products are done (cluster split only): Q and
+// the stages become the merge buffer after this.
+// NOTE: out of line on purpose, so that both warpgroups, coming from different
+// code, reach one and the same bar.sync instruction. compute-sanitizer synccheck
+// reports a counted named barrier reached from two instructions as "divergent
+// thread(s) in block" (docs/reliability.md). __syncwarp first: bar.sync is
+// warp-aligned and the lane-0 branches above may leave the warp diverged.
+static __device__ __noinline__ void consumers_meet_before_merge() {
+  __syncwarp();
+  common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
+}
+
 // ---- WG1: scores, softmax, left O half ------------------------------------------------------------
 // Per block: S = Q.K^T, mask, online softmax, publish P, O_left += P.V_left.
 // NOTE: S_{j+1} is not issued under P_j.V_j: that would hold two K/V stages
@@ -171,13 +183,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   }
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
-    // Both warpgroups' last products are done: Q and the stages become the merge buffer.
-    // NOTE: bar.sync is warp-aligned: reconverge the lanes that took the lane-0
-    // branches above before it (defensive; the two warpgroups reach this barrier
-    // from different code, which compute-sanitizer synccheck reports, see
-    // docs/reliability.md).
-    __syncwarp();
-    common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
+    consumers_meet_before_merge();
     Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
     if (lane % 4 == 0) {
 #pragma unroll
@@ -256,8 +262,7 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
   }
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
-    __syncwarp();  // bar.sync is warp-aligned (see the softmax warpgroup)
-    common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
+    consumers_meet_before_merge();
     Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, HEAD_DIM_V_HALF, lane);
   }
 }
