@@ -108,6 +108,23 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int num_threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(num_threads) : "memory");
 }
 
+// A named barrier that also votes: true when `predicate` holds in every one of
+// its num_threads threads (bar.red.and), the same answer in all of them.
+__device__ __forceinline__ bool named_barrier_all(int id, int num_threads, bool predicate) {
+  uint32_t all;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.u32 p, %1, 0;\n"
+      "  bar.red.and.pred p, %2, %3, p;\n"
+      "  selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(all)
+      : "r"(uint32_t(predicate)), "r"(id), "r"(num_threads)
+      : "memory");
+  return all != 0;
+}
+
 // ---- proxy fence ------------------------------------------------------------------
 // Each thread that wrote smem with ordinary stores that WGMMA or TMA reads next
 // runs this before the barrier that publishes the data.

@@ -10,16 +10,15 @@
 //                                                                         reductions and P^T publish
 //   3   kDenseSoftmaxWarpgroup        dense column split                  128: WG1 after zeroing a stage's
 //                                                                         tail rows (DenseProblem::prepare_stage)
-//   4   kHeadsOnMConsumers            dense column split (cluster)        256: both consumer warpgroups
-//                                                                         before the cluster merge reuses
-//                                                                         Q and the K/V stages
 //   5   kSparseHeadsOnMRawFree        sparse heads-on-M (one CTA)         384: every stage filler has read
 //                                                                         the raw stage (producers sync,
 //                                                                         consumers arrive)
 //   5   kAlternateBlocksWarpgroup0    dense alternate blocks              128: inside WG0 (tail rows zeroed)
 //   6   kAlternateBlocksWarpgroup1    dense alternate blocks              128: inside WG1 (tail rows zeroed)
-// The sparse heads-on-M CTA-pair kernel uses none beyond its consumers'
-// (kHeadsOnMConsumers is compiled out there: no cluster merge).
+// The heads-on-M consumers (heads_on_m/consumers.cuh) use none: where both
+// consumer warpgroups meet from different code they use an mbarrier, since
+// bar.sync is .aligned (one static instruction for all its threads). Id 6
+// also carries the warpgroup vote on O's rescale in the alternate-blocks WG1.
 #pragma once
 
 #include <initializer_list>
@@ -28,7 +27,6 @@ namespace openmla::kernels::barrier_ids {
 
 inline constexpr int kSparseHeadsOnNConsumer = 1;
 inline constexpr int kDenseSoftmaxWarpgroup = 3;
-inline constexpr int kHeadsOnMConsumers = 4;
 inline constexpr int kSparseHeadsOnMRawFree = 5;
 inline constexpr int kAlternateBlocksWarpgroup0 = 5;
 inline constexpr int kAlternateBlocksWarpgroup1 = 6;
@@ -46,10 +44,9 @@ constexpr bool distinct_named_ids(std::initializer_list<int> ids) {
 
 // Ids used together in one kernel.
 static_assert(distinct_named_ids({kSparseHeadsOnNConsumer}), "sparse heads-on-N kernel");
-static_assert(distinct_named_ids({kDenseSoftmaxWarpgroup, kHeadsOnMConsumers}), "dense column-split kernel");
+static_assert(distinct_named_ids({kDenseSoftmaxWarpgroup}), "dense column-split kernel");
 static_assert(distinct_named_ids({kAlternateBlocksWarpgroup0, kAlternateBlocksWarpgroup1}),
               "dense alternate-blocks kernel");
-static_assert(distinct_named_ids({kHeadsOnMConsumers, kSparseHeadsOnMRawFree}), "sparse heads-on-M kernel");
-static_assert(distinct_named_ids({kHeadsOnMConsumers}), "sparse heads-on-M CTA-pair kernel");
+static_assert(distinct_named_ids({kSparseHeadsOnMRawFree}), "sparse heads-on-M kernel");
 
 }  // namespace openmla::kernels::barrier_ids

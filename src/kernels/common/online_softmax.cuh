@@ -83,9 +83,14 @@ __device__ __forceinline__ float rescale_factor(float m_old, float m_new) {
   return exp2_approx(m_old - max_offset(m_new));
 }
 
-// True when every row of the warp keeps its factor exactly 1 (its max did not move).
+// True when this thread's rows keep their factor exactly 1 (their max did not move).
+__device__ __forceinline__ bool rows_unscaled(const float (&row_scale)[2]) {
+  return row_scale[0] == 1.0f && row_scale[1] == 1.0f;
+}
+
+// The same over the warp's 16 rows.
 __device__ __forceinline__ bool warp_rows_unscaled(const float (&row_scale)[2]) {
-  return __all_sync(0xffffffffu, row_scale[0] == 1.0f && row_scale[1] == 1.0f);
+  return __all_sync(0xffffffffu, rows_unscaled(row_scale));
 }
 
 // O rows (a (2 rows, n) row/column view of an accumulator) *= the row factors,

@@ -472,7 +472,11 @@ struct AlternateBlocksKernel {
             Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
             common::fence_view_async_shared();
             signal(smem, kP1);
-            if (!common::warp_rows_unscaled(scale1)) {
+            // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so
+            // all four warps must take the same branch (compute-sanitizer synccheck:
+            // "mismatching warpgroup instruction pc between warps" with a warp vote).
+            if (!common::named_barrier_all(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads,
+                                           common::rows_unscaled(scale1))) {
               warpgroup_wait<0>();
               warpgroup_fence_operand(tOrO);
               common::rescale_rows(tOrO_rc, scale1);

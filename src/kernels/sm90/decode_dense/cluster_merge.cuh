@@ -44,7 +44,7 @@ struct ClusterMerge {
 
   // The merge buffer reuses Q and the K/V stages, contiguous from the start
   // of SharedStorage; both are dead once the two consumer warpgroups have
-  // passed barrier_ids::kHeadsOnMConsumers after their last product
+  // met at smem.consumers_done after their last product
   // (heads_on_m/consumers.cuh).
   static constexpr size_t kBufferBytes = size_t(BLOCK_M) * kMergeRowElems * sizeof(Element);
   static_assert(offsetof(SharedStorage, q) == 0 && offsetof(SharedStorage, kv) == sizeof(SharedStorage::q),

@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_column_split_kern
     common::mbarrier_init(&smem.q_empty, kWarpgroupThreads / 32);
     common::mbarrier_init(&smem.p_full, kWarpgroupThreads);
     common::mbarrier_init(&smem.p_empty, kWarpgroupThreads);
+    common::mbarrier_init(&smem.consumers_done, 2 * kWarpgroupThreads);
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }

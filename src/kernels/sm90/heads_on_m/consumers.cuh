@@ -9,9 +9,8 @@
 //   WG2: O[:, 256:512) += P.V with P and the row factors from smem
 //        (mbarriers p_full / p_empty), epilogue of its half.
 // Barriers used (SharedStorage): kv_full / kv_empty per stage, q_full /
-// q_empty per item, p_full / p_empty per block; named barrier
-// barrier_ids::kHeadsOnMConsumers before a cluster piece is stashed
-// (Problem::kMayClusterSplit only).
+// q_empty per item, p_full / p_empty per block; consumers_done once, before a
+// cluster piece is stashed (Problem::kMayClusterSplit only).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -39,15 +38,15 @@ __device__ __forceinline__ void release_v(typename Traits::SharedStorage& smem, 
 }
 
 // Both consumer warpgroups' last products are done (cluster split only): Q and
-// the stages become the merge buffer after this.
-// NOTE: out of line on purpose, so that both warpgroups, coming from different
-// code, reach one and the same bar.sync instruction. compute-sanitizer synccheck
-// reports a counted named barrier reached from two instructions as "divergent
-// thread(s) in block" (docs/reliability.md). __syncwarp first: bar.sync is
-// warp-aligned and the lane-0 branches above may leave the warp diverged.
-static __device__ __noinline__ void consumers_meet_before_merge() {
-  __syncwarp();
-  common::named_barrier_sync(barrier_ids::kHeadsOnMConsumers, 2 * kWarpgroupThreads);
+// the stages become the merge buffer after this. A CTA merges once, so phase 0.
+// NOTE: an mbarrier, not a named barrier: the two warpgroups come from
+// different code, and bar.sync is .aligned (one instruction for all its
+// threads); compute-sanitizer synccheck reported "divergent thread(s) in
+// block" there, also with one out-of-line bar.sync (docs/reliability.md).
+template <class SharedStorage>
+__device__ __forceinline__ void consumers_meet_before_merge(SharedStorage& smem) {
+  common::mbarrier_arrive(&smem.consumers_done);
+  common::mbarrier_wait(&smem.consumers_done, 0);
 }
 
 // ---- WG1: scores, softmax, left O half ------------------------------------------------------------
@@ -183,7 +182,7 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
   }
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
-    consumers_meet_before_merge();
+    consumers_meet_before_merge(smem);
     Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, 0, lane);
     if (lane % 4 == 0) {
 #pragma unroll
@@ -262,7 +261,7 @@ __device__ void run_pv_warpgroup(const typename Problem::Params& params, const P
   }
   if constexpr (Problem::kMayClusterSplit) {
     if (!clustered) return;
-    consumers_meet_before_merge();
+    consumers_meet_before_merge(smem);
     Problem::stash_piece_o(smem, tOrO_rc, rows, piece_norm, HEAD_DIM_V_HALF, lane);
   }
 }
