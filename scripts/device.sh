@@ -24,8 +24,10 @@ Subcommands
                                 SUITE_FILTER; default all)                -> gpu_tests.log
   sanitize [TOOL...]            compute-sanitizer --error-exitcode over the GPU suite; TOOL is
                                 memcheck (default), racecheck, initcheck, synccheck or all.
+                                Every tool runs at once, each in SANITIZE_SHARDS gtest shards.
                                 Tests: --filter, else <TOOL>_FILTER (MEMCHECK_FILTER, ...),
-                                else SANITIZE_FILTER, else the whole suite   -> <tool>.log
+                                else SANITIZE_FILTER, else the whole suite (racecheck: all but
+                                the big shapes, below)                     -> <tool>.log
   demo                          the demo decode step                       -> demo.log
   bench [FILTER] [-- ARGS]      the bench, JSON and text. FILTER is a case-name substring;
                                 several separated by '|' run one after another into one
@@ -65,12 +67,14 @@ Options
 
 Environment
   STEP_TIMEOUT      seconds each step may run (default 300)
-  SANITIZE_TIMEOUT  seconds each sanitizer run may take (default 480)
+  SANITIZE_TIMEOUT  seconds each sanitizer shard may take (default 400)
+  SANITIZE_SHARDS   gtest shards per sanitizer tool, run side by side (default 6)
   The device tool stops a whole call after at most 600 s: split long work across calls.
 
 Defaults that name cases or tests (override them as above)
   ab FILTER:         dense b=128 h_q=128 s_q=2 s_k=16384~ p=64|dense b=128 h_q=16 s_q=1
                      s_k=16384~ p=64|dense b=1 h_q=16 s_q=1 s_k=1024 graph
+  sanitize racecheck: -*BatchInvariant*:*BigBatch*:*PrefillSparseLarge*:*s213*:*s4096*:*fp8_field*
   all, racecheck:    *DecodeDense*heads_b3_sq2_hq16_*:*DecodeDense*heads_b3_sq2_hq64_*:
                      *DecodeDense*sq_b2_sq67*:*DecodeDense*lengths*:*Sparse*h16*:*Combine*
 
@@ -108,8 +112,11 @@ case "$SUBCOMMAND" in suite|sanitize|demo|bench|profile|ab|python|all) ;;
 esac
 
 STEP_TIMEOUT="${STEP_TIMEOUT:-300}"
-SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-480}"
+SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-400}"
 DEFAULT_AB_FILTER="dense b=128 h_q=128 s_q=2 s_k=16384~ p=64|dense b=128 h_q=16 s_q=1 s_k=16384~ p=64|dense b=1 h_q=16 s_q=1 s_k=1024 graph"
+# racecheck takes minutes per test on the big shapes (batch-invariance sweeps, b = 32768, s_q = 213 and
+# 4096 prefill, a million KV rows, the FP8 field prompts): they run the same kernels as the small cases.
+DEFAULT_RACECHECK_FILTER="-*BatchInvariant*:*BigBatch*:*PrefillSparseLarge*:*s213*:*s4096*:*fp8_field*"
 DEFAULT_ALL_RACECHECK_FILTER="*DecodeDense*heads_b3_sq2_hq16_*:*DecodeDense*heads_b3_sq2_hq64_*:*DecodeDense*sq_b2_sq67*:*DecodeDense*lengths*:*Sparse*h16*:*Combine*"
 SCRATCH="${TMPDIR:-/tmp}/openmla-device.$$"
 FAILED=()
@@ -151,24 +158,45 @@ run_suite() {  # run_suite [FILTER]
   grep -E "^\[  (PASSED|FAILED)|Failure|tests ran" "$OUT_DIR/gpu_tests.log" | head -12
 }
 
-run_sanitize() {  # run_sanitize TOOL...
+run_sanitize() {  # run_sanitize TOOL...: every tool at once, each in SANITIZE_SHARDS gtest shards
   need_bin "$BIN" openmla_gpu_tests || { FAILED+=(sanitize); return; }
   command -v compute-sanitizer >/dev/null || { echo "device.sh: compute-sanitizer not on PATH" >&2; FAILED+=(sanitize); return; }
   local tools=("$@"); [ ${#tools[@]} -gt 0 ] || tools=(memcheck)
   [ "${tools[*]}" = all ] && tools=(memcheck racecheck initcheck synccheck)
-  local tool
+  local shards="${SANITIZE_SHARDS:-6}" tool i started=()
   for tool in "${tools[@]}"; do
     case "$tool" in memcheck|racecheck|initcheck|synccheck) ;; *)
       echo "device.sh: unknown sanitizer tool '$tool' (memcheck, racecheck, initcheck, synccheck, all)" >&2
       FAILED+=("$tool"); continue ;;
     esac
     local var; var="$(echo "$tool" | tr '[:lower:]' '[:upper:]')_FILTER"
-    local filter="${GTEST_FILTER_OPT:-${!var:-${SANITIZE_FILTER:-}}}"
+    local fallback="${SANITIZE_FILTER:-}"
+    [ "$tool" = racecheck ] && fallback="${SANITIZE_FILTER:-$DEFAULT_RACECHECK_FILTER}"
+    local filter="${GTEST_FILTER_OPT:-${!var:-$fallback}}"
     local args; mapfile -t args < <(gtest_filter_args "$filter")
-    timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$BIN/openmla_gpu_tests" --gtest_brief=1 "${args[@]}" > "$OUT_DIR/$tool.log" 2>&1
-    note_rc "$tool${filter:+ ($filter)}" $?
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)" "$OUT_DIR/$tool.log" | tail -4
+    echo "$tool: $shards shards${filter:+, filter $filter}"
+    for i in $(seq 0 $((shards - 1))); do
+      # One line per test (no --gtest_brief): a shard cut by the timeout shows where it was.
+      ( GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$SANITIZE_TIMEOUT" \
+          compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
+          "$BIN/openmla_gpu_tests" "${args[@]}" > "$SCRATCH/$tool.$i.log" 2>&1
+        echo $? > "$SCRATCH/$tool.$i.rc" ) &
+    done
+    started+=("$tool")
+  done
+  wait
+  for tool in "${started[@]}"; do
+    local rc=0 passed=0 errors=0 shard_rc
+    : > "$OUT_DIR/$tool.log"
+    for i in $(seq 0 $((shards - 1))); do
+      shard_rc=$(cat "$SCRATCH/$tool.$i.rc" 2>/dev/null || echo 1)
+      [ "$shard_rc" -eq 0 ] || rc=$shard_rc
+      { echo "==== $tool shard $i of $shards: rc=$shard_rc"; cat "$SCRATCH/$tool.$i.log"; } >> "$OUT_DIR/$tool.log"
+      passed=$((passed + $(grep -oE '^\[  PASSED  \] [0-9]+' "$SCRATCH/$tool.$i.log" | grep -oE '[0-9]+$' || echo 0)))
+      errors=$((errors + $(grep -oE '(ERROR SUMMARY: |RACECHECK SUMMARY: )[0-9]+' "$SCRATCH/$tool.$i.log" | grep -oE '[0-9]+$' || echo 0)))
+    done
+    note_rc "$tool${GTEST_FILTER_OPT:+ ($GTEST_FILTER_OPT)}" "$rc"
+    echo "  $tool: $passed tests passed, $errors errors or hazards ($OUT_DIR/$tool.log)"
   done
 }
 
