@@ -35,6 +35,7 @@
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/prologue.cuh"
 #include "kernels/common/tma.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/problem.cuh"
@@ -542,7 +543,7 @@ __global__ void __launch_bounds__(kAlternateCtaThreads, 1) decode_dense_alternat
   const int q_group = int(blockIdx.x);
   const int kv_head = q_group / params.num_m_tiles;
   const int m_tile = q_group % params.num_m_tiles;
-  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
+  const int wg = common::warp_uniform_warpgroup(kWarpgroupThreads);
   const int thread = int(threadIdx.x) % kWarpgroupThreads;
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) {

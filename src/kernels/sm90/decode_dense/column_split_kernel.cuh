@@ -35,6 +35,7 @@
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/prologue.cuh"
 #include "kernels/sm90/decode_dense/cluster_merge.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/problem.cuh"
@@ -66,9 +67,7 @@ template <class Traits>
 __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_column_split_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
-  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + Traits::kSmemAlignSlack - 1) &
-      ~uintptr_t(Traits::kSmemAlignSlack - 1));
+  SharedStorage& smem = common::aligned_shared_storage<SharedStorage, Traits::kSmemAlignSlack>(smem_raw);
 
   // Split-KV schedule: blockIdx = (q-group, part). Cluster split: blockIdx =
   // (request * C + rank, q-group), clusters of C along x.
@@ -77,8 +76,7 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_column_split_kern
   const int kv_head = q_group / params.num_m_tiles;
   const int m_tile = q_group % params.num_m_tiles;
   const int rank = clustered ? int(blockIdx.x) % params.cluster_split : 0;
-  // Warp-uniform role index (keeps the role branches free of divergence).
-  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
+  const int warpgroup = common::warp_uniform_warpgroup(kWarpgroupThreads);
   const int thread = threadIdx.x % kWarpgroupThreads;
 
   if (threadIdx.x == 0) {

@@ -26,6 +26,7 @@
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/prologue.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/problem.cuh"
 #include "kernels/sm90/decode_dense/producers.cuh"
@@ -59,14 +60,12 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
   using SharedStorage = typename Traits::SharedStorage;
   using heads_on_m::kWarpgroupThreads;
   extern __shared__ uint8_t smem_raw[];
-  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + Traits::kSmemAlignSlack - 1) &
-      ~uintptr_t(Traits::kSmemAlignSlack - 1));
+  SharedStorage& smem = common::aligned_shared_storage<SharedStorage, Traits::kSmemAlignSlack>(smem_raw);
 
   const int q_group = int(blockIdx.x);
   const int kv_head = q_group / params.num_m_tiles;
   const int m_tile = q_group % params.num_m_tiles;
-  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
+  const int warpgroup = common::warp_uniform_warpgroup(kWarpgroupThreads);
   const int thread = threadIdx.x % kWarpgroupThreads;
 
   if (threadIdx.x == 0) {

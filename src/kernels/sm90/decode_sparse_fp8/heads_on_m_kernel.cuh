@@ -32,6 +32,7 @@
 
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/prologue.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/heads_on_m_problem.cuh"
 #include "kernels/sm90/heads_on_m/config.h"
@@ -49,13 +50,10 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
   constexpr int kConsumerRegs = (kNumWarpgroups * kEntryRegs - Producer::kRegs) / 2;
   static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg takes multiples of 8 up to 256");
   extern __shared__ uint8_t smem_raw[];
-  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + Traits::kSmemAlignSlack - 1) &
-      ~uintptr_t(Traits::kSmemAlignSlack - 1));
+  SharedStorage& smem = common::aligned_shared_storage<SharedStorage, Traits::kSmemAlignSlack>(smem_raw);
 
   const int q_group = int(blockIdx.x);
-  // Warp-uniform role index (keeps the role branches free of divergence).
-  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
+  const int warpgroup = common::warp_uniform_warpgroup(kWarpgroupThreads);
   const int thread = threadIdx.x % kWarpgroupThreads;
 
   if (threadIdx.x == 0) {

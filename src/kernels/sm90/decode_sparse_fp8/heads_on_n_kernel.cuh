@@ -30,6 +30,7 @@
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/prologue.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/epilogue.cuh"
 #include "kernels/sm90/decode_sparse_fp8/mainloop.cuh"
@@ -224,8 +225,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(base);
 
   const int head0 = int(blockIdx.x) * Traits::kHeads;
-  // Warp-uniform role index (keeps the role branches free of divergence).
-  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / kWarpgroupThreads, 0);
+  const int warpgroup = common::warp_uniform_warpgroup(kWarpgroupThreads);
 
   if (threadIdx.x == 0) {
 #pragma unroll
