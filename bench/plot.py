@@ -35,7 +35,7 @@ from pathlib import Path
 # ---- loading ---------------------------------------------------------------------------------
 
 def fields_from_name(name: str) -> dict:
-    """The shape fields of a case name: the bench's ("dense b=128 h_q=16 s_q=1 s_k=4096~ p=64",
+    """The shape fields of a case name: the bench's ("dense b=128 h_q=16 s_q=1 s_k=4096~ p=64", "... p=64 fp8",
     "sparse b=128 h_q=8 s_q=1 topk=2048 ctx=32768") or bench/compare.py's ("dense b=1 h_q=16 s_q=4
     s_k=1024 causal", "fp8 dense ...", "sparse b=64 h_q=8 s_q=1 topk=2048 (peer padded to 64)")."""
     words = name.split(" (")[0].split()
@@ -56,7 +56,7 @@ def fields_from_name(name: str) -> dict:
         sparse = family == "sparse"
         return {
             "family": family,
-            "dtype": dtype or ("fp8" if sparse else "fp16" if "fp16" in flags else "bf16"),
+            "dtype": dtype or ("fp8" if sparse or "fp8" in flags else "fp16" if "fp16" in flags else "bf16"),
             "b": int(values["b"]),
             "h_q": int(values["h_q"]),
             "s_q": int(values["s_q"]),

@@ -48,6 +48,11 @@ def test_format_1_case_names_give_the_shape():
     fields = plot.fields_from_name("sparse b=128 h_q=8 s_q=1 topk=2048 ctx=32768")
     assert (fields["family"], fields["dtype"], fields["topk"], fields["s_k"]) == ("sparse", "fp8", 2048, 32768.0)
     assert plot.fields_from_name("dense b=4 h_q=8 s_q=1 s_k=4096~ p=16 fp16")["dtype"] == "fp16"
+    # The bench's dense FP8 cases; compare.py names them "fp8 dense ...". Either way a BF16 peer must not match.
+    bench_fp8 = "dense b=128 h_q=16 s_q=1 s_k=16384~ p=64 fp8"
+    assert plot.fields_from_name(bench_fp8)["dtype"] == "fp8"
+    assert plot.match_key(bench_fp8) == plot.match_key("fp8 dense b=128 h_q=16 s_q=1 s_k=16384~")
+    assert plot.match_key(bench_fp8) != plot.match_key("dense b=128 h_q=16 s_q=1 s_k=16384~ p=64")
 
 
 def test_compare_py_output_is_matched_by_shape(tmp_path):
