@@ -556,9 +556,7 @@ __global__ void __launch_bounds__(kAlternateCtaThreads, 1) decode_dense_alternat
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
-  common::wait_for_previous_grid();
-  common::allow_next_grid();
-  const PartWork part = params.parts[blockIdx.y];
+  const PartWork part = common::scheduled_part(params.parts);
   if (part.flags & kPartEmpty) return;  // uniform over the CTA
   __syncthreads();
   if (wg == 2) {

@@ -84,10 +84,7 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
-  // The schedule comes from the previous grid (launched as its dependent).
-  common::wait_for_previous_grid();
-  common::allow_next_grid();
-  const PartWork part = params.parts[blockIdx.y];
+  const PartWork part = common::scheduled_part(params.parts);
   if (part.flags & kPartEmpty) return;  // uniform over the CTA
   __syncthreads();
 

@@ -69,10 +69,7 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
     Producer::init_barriers(smem);
     common::mbarrier_init_fence();
   }
-  // The schedule comes from the previous grid (launched as its dependent).
-  common::wait_for_previous_grid();
-  common::allow_next_grid();
-  const PartWork part = params.parts[blockIdx.y];
+  const PartWork part = common::scheduled_part(params.parts);
   if (part.flags & kPartEmpty) return;  // uniform over the CTA (and the cluster: one part)
   // In a CTA pair the peer's barriers are initialised before anything arrives on them.
   if constexpr (kClusterCtas > 1) {

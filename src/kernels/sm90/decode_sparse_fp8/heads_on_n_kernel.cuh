@@ -212,10 +212,7 @@ template <class Traits>
 __global__ void __launch_bounds__(kNumThreads, 1)
     decode_sparse_fp8_heads_on_n_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
-  // The schedule comes from the previous grid (launched as its dependent).
-  common::wait_for_previous_grid();
-  common::allow_next_grid();
-  const PartWork part = params.parts[blockIdx.y];
+  const PartWork part = common::scheduled_part(params.parts);
   if (part.flags & kPartEmpty) return;  // uniform over the CTA
 
   extern __shared__ uint8_t smem_raw[];
