@@ -74,7 +74,7 @@ Environment
 Defaults that name cases or tests (override them as above)
   ab FILTER:         dense b=128 h_q=128 s_q=2 s_k=16384~ p=64|dense b=128 h_q=16 s_q=1
                      s_k=16384~ p=64|dense b=1 h_q=16 s_q=1 s_k=1024 graph
-  sanitize racecheck: -*BatchInvariant*:*BigBatch*:*PrefillSparseLarge*:*s213*:*s4096*:*fp8_field*
+  sanitize racecheck: tests/gpu/racecheck_default_filter.txt (all but the big shapes)
   all, racecheck:    *DecodeDense*heads_b3_sq2_hq16_*:*DecodeDense*heads_b3_sq2_hq64_*:
                      *DecodeDense*sq_b2_sq67*:*DecodeDense*lengths*:*Sparse*h16*:*Combine*
 
@@ -116,7 +116,8 @@ SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-400}"
 DEFAULT_AB_FILTER="dense b=128 h_q=128 s_q=2 s_k=16384~ p=64|dense b=128 h_q=16 s_q=1 s_k=16384~ p=64|dense b=1 h_q=16 s_q=1 s_k=1024 graph"
 # racecheck takes minutes per test on the big shapes (batch-invariance sweeps, b = 32768, s_q = 213 and
 # 4096 prefill, a million KV rows, the FP8 field prompts): they run the same kernels as the small cases.
-DEFAULT_RACECHECK_FILTER="-*BatchInvariant*:*BigBatch*:*PrefillSparseLarge*:*s213*:*s4096*:*fp8_field*"
+# The filter that leaves them out is shared with CTest (tests/CMakeLists.txt).
+DEFAULT_RACECHECK_FILTER="$(head -n 1 tests/gpu/racecheck_default_filter.txt)"
 DEFAULT_ALL_RACECHECK_FILTER="*DecodeDense*heads_b3_sq2_hq16_*:*DecodeDense*heads_b3_sq2_hq64_*:*DecodeDense*sq_b2_sq67*:*DecodeDense*lengths*:*Sparse*h16*:*Combine*"
 SCRATCH="${TMPDIR:-/tmp}/openmla-device.$$"
 FAILED=()
