@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "openmla/plan.h"
@@ -67,12 +68,15 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
                 " bytes, the bound formula says " + std::to_string(expected_partial));
   }
 
-  // Walk the parts in order: each must start where the previous one stopped,
-  // so every (item, block) is covered exactly once and splits are contiguous.
+  // Default plans: walk the parts in order; each must start where the previous
+  // one stopped, so every (item, block) is covered exactly once and splits are
+  // contiguous. Batch-invariant plans: each part is one fixed chunk of one item,
+  // in any order (longest first), and every chunk of every item has one part.
   const int32_t num_items = plan.num_items;
   std::vector<int32_t> pieces(static_cast<size_t>(num_items), 0);
-  std::vector<std::vector<int32_t>> item_slots(static_cast<size_t>(num_items));
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> item_slots(static_cast<size_t>(num_items));  // (block, slot)
   std::set<int32_t> used_slots;
+  std::set<std::pair<int32_t, int32_t>> chunks_seen;  // batch-invariant plans: (item, first block)
   int32_t cursor_item = 0, cursor_block = 0;
   for (size_t p = 0; p < schedule.parts.size(); ++p) {
     const PartWork& part = schedule.parts[p];
@@ -80,10 +84,12 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
       if (part.flags != kPartEmpty) return fail(at_part(p) + "empty part carries other flags");
       continue;
     }
-    if (part.begin_item != cursor_item || part.begin_block != cursor_block) {
+    if (invariant ? (part.begin_item < 0 || part.begin_item >= num_items)
+                  : (part.begin_item != cursor_item || part.begin_block != cursor_block)) {
       return fail(at_part(p) + "starts at (" + std::to_string(part.begin_item) + ", " +
-                  std::to_string(part.begin_block) + "), expected (" + std::to_string(cursor_item) + ", " +
-                  std::to_string(cursor_block) + ")");
+                  std::to_string(part.begin_block) + "), expected (" +
+                  (invariant ? std::string("an item") : std::to_string(cursor_item) + ", " +
+                                                           std::to_string(cursor_block)) + ")");
     }
     if (part.end_item < part.begin_item || part.end_item >= num_items) {
       return fail(at_part(p) + "end_item " + std::to_string(part.end_item) + " out of range");
@@ -102,6 +108,10 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
                     ") .. (" + std::to_string(part.end_item) + ", " + std::to_string(part.end_block) +
                     ") is not one fixed chunk of " + std::to_string(chunk_blocks) + " blocks");
       }
+      if (!chunks_seen.emplace(part.begin_item, part.begin_block).second) {
+        return fail(at_part(p) + "chunk (" + std::to_string(part.begin_item) + ", " +
+                    std::to_string(part.begin_block) + ") has another part too");
+      }
     }
     for (int32_t item = part.begin_item; item <= part.end_item; ++item) ++pieces[size_t(item)];
     if (part.end_block == end_blocks) {
@@ -112,7 +122,15 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
       cursor_block = part.end_block;
     }
   }
-  if (cursor_item != num_items || cursor_block != 0) {
+  if (invariant) {
+    for (int32_t item = 0; item < num_items; ++item) {
+      const int32_t chunks = (blocks_of(length_of(lengths, item)) - 1) / plan.chunk_blocks + 1;
+      if (pieces[size_t(item)] != chunks) {  // with distinct fixed chunks: each chunk exactly once
+        return fail("item " + std::to_string(item) + " has " + std::to_string(pieces[size_t(item)]) +
+                    " parts for " + std::to_string(chunks) + " chunks");
+      }
+    }
+  } else if (cursor_item != num_items || cursor_block != 0) {
     return fail("parts stop at (" + std::to_string(cursor_item) + ", " + std::to_string(cursor_block) +
                 "), expected every item covered (" + std::to_string(num_items) + ", 0)");
   }
@@ -139,7 +157,7 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
                     std::to_string(plan.num_slots) + ")");
       }
       if (!used_slots.insert(slot).second) return fail(at_part(p) + "slot " + std::to_string(slot) + " reused");
-      item_slots[size_t(item)].push_back(slot);
+      item_slots[size_t(item)].emplace_back(part_item_begin_block(part, item), slot);
     }
     if ((partial_pieces == 0) != (part.first_slot == -1)) {
       return fail(at_part(p) + "first_slot " + std::to_string(part.first_slot) + " disagrees with its pieces");
@@ -157,12 +175,13 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
     if (entry.item < 0 || entry.item >= num_items || pieces[size_t(entry.item)] < 2) {
       return fail("combine " + std::to_string(p) + ": item " + std::to_string(entry.item) + " is not split");
     }
-    const std::vector<int32_t>& slots = item_slots[size_t(entry.item)];
-    if (entry.num_pieces != pieces[size_t(entry.item)] || slots.empty() || entry.first_slot != slots.front()) {
+    std::vector<std::pair<int32_t, int32_t>> slots = item_slots[size_t(entry.item)];
+    std::sort(slots.begin(), slots.end());  // KV order (parts may run an item's pieces in any order)
+    if (entry.num_pieces != pieces[size_t(entry.item)] || slots.empty() || entry.first_slot != slots.front().second) {
       return fail("combine " + std::to_string(p) + ": entry does not match item " + std::to_string(entry.item));
     }
     for (size_t k = 0; k < slots.size(); ++k) {
-      if (slots[k] != entry.first_slot + int32_t(k)) {
+      if (slots[k].second != entry.first_slot + int32_t(k)) {
         return fail("item " + std::to_string(entry.item) + ": slots are not consecutive in KV order");
       }
     }

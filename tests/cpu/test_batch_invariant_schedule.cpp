@@ -38,13 +38,25 @@ std::string describe(const ItemPieces& p) {
   return s + ", combine pieces " + std::to_string(p.combine_pieces);
 }
 
+// Parts may run an item's pieces in any order (longest chunks first), so the
+// pieces are sorted into KV order.
 ItemPieces pieces_of(const HostSchedule& schedule, int32_t item) {
-  ItemPieces pieces;
+  struct Piece {
+    int32_t begin, end;
+    bool partial;
+  };
+  std::vector<Piece> found;
   for (const PartWork& part : schedule.parts) {
     if ((part.flags & kPartEmpty) || item < part.begin_item || item > part.end_item) continue;
-    pieces.begin_blocks.push_back(part_item_begin_block(part, item));
-    pieces.end_blocks.push_back(item == part.end_item ? part.end_block : -1);
-    pieces.partial.push_back(part_item_is_partial(part, item));
+    found.push_back(Piece{part_item_begin_block(part, item), item == part.end_item ? part.end_block : -1,
+                          part_item_is_partial(part, item)});
+  }
+  std::sort(found.begin(), found.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+  ItemPieces pieces;
+  for (const Piece& piece : found) {
+    pieces.begin_blocks.push_back(piece.begin);
+    pieces.end_blocks.push_back(piece.end);
+    pieces.partial.push_back(piece.partial);
   }
   for (const CombineEntry& entry : schedule.combine) {
     if (entry.num_pieces > 0 && entry.item == item) pieces.combine_pieces = entry.num_pieces;
@@ -176,6 +188,42 @@ TEST(BatchInvariantSchedule, PrefillTokensDependOnTheirTopkLengthOnly) {
         }
       }
     }
+  }
+}
+
+// Parts run longest chunk first (the hardware hands CTAs to SMs in grid order,
+// so the last wave then holds the short chunks): every full chunk, then the
+// items' last chunks by size class ((chunk_blocks - size) / ceil(chunk_blocks / 8)),
+// largest first, then the empty parts.
+TEST(BatchInvariantSchedule, PartsRunLongestChunksFirst) {
+  std::mt19937_64 rng(20261203);
+  for (int h_q : {16, 128}) {
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(dense_shape(128, h_q, 4 * 4096), DeviceInfo{}, &plan, kInvariant).is_ok());
+    std::normal_distribution<double> normal(4096, 2048);
+    std::vector<int32_t> lengths(128);
+    for (int32_t& l : lengths) l = int32_t(std::clamp(normal(rng), 0.0, 4.0 * 4096));
+    const HostSchedule schedule = checked_schedule(plan, lengths);
+    const int32_t chunk = plan.chunk_blocks;
+    int32_t size_class = 0, smallest = chunk, non_empty = 0;
+    bool seen_empty = false;
+    for (const PartWork& part : schedule.parts) {
+      if (part.flags & kPartEmpty) {
+        seen_empty = true;
+        continue;
+      }
+      ASSERT_FALSE(seen_empty) << "h_q " << h_q << ": a chunk after an empty part";
+      const int32_t size = part.end_block - part.begin_block;
+      const int32_t part_class = (chunk - size) / ((chunk + 7) / 8);  // 0: a full chunk; 7: the shortest
+      EXPECT_GE(part_class, size_class) << "h_q " << h_q << " part " << non_empty << ": out of size order";
+      size_class = std::max(size_class, part_class);
+      smallest = std::min(smallest, size);
+      ++non_empty;
+    }
+    int32_t total_chunks = 0;
+    for (int32_t l : lengths) total_chunks += (std::max(1, (l + 63) / 64) - 1) / chunk + 1;
+    EXPECT_EQ(non_empty, total_chunks);
+    EXPECT_LT(smallest, chunk / 2) << "lengths this spread leave short last chunks";
   }
 }
 

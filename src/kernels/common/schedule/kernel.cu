@@ -83,7 +83,9 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
     return Status::cuda_error(std::string("schedule kernel: raising its shared memory failed: ") +
                               cudaGetErrorString(attribute_error));
   }
-  const int threads = std::min(kMaxThreads, (plan.num_parts + 1 + 31) / 32 * 32);
+  // Batch-invariant plans sort on a second warp while the first scans (plan/chunk_partition.h).
+  const int min_threads = plan.chunk_blocks > 0 ? 64 : 32;
+  const int threads = std::min(kMaxThreads, std::max(min_threads, (plan.num_parts + 1 + 31) / 32 * 32));
   build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
       plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, plan.chunk_blocks, lengths,
       workspace.schedule,
