@@ -521,7 +521,17 @@ struct AlternateBlocksKernel {
         final_max[i] = s_max[tile_row[i]];
         norm[i] = Problem::row_norm(params, item, blocks, rows[i], final_max[i], total[i]);
       }
-      heads_on_m::Epilogue<T, Problem>::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
+      using Epilogue = heads_on_m::Epilogue<T, Problem>;
+      if (blocks.partial) {
+        Epilogue::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
+      } else {
+        // Q's shared memory is free here (every S of the item retired; the next item's Q is
+        // gathered after the meeting below), and so is sP1 in its RoPE tile (read by the last
+        // P_o.V_o,L, which WG0 waited for before the meeting above).
+        static_assert(2 * Epilogue::kStageBytes <= kAlternateTiles * T::kChunkElems * int(sizeof(Element)));
+        Epilogue::store_o_staged(params, item, tOrO_rc, rows, tile_row, norm, wg * HEAD_DIM_V_HALF, lane,
+                                 common::smem_u32(smem.q) + uint32_t(wg * Epilogue::kStageBytes));
+      }
       if (wg == 0) heads_on_m::Epilogue<T, Problem>::store_lse(params, item, blocks, rows, final_max, total, lane);
       // Q, sP1 and the row state are rewritten by the next item.
       sync_consumers(smem, meet_phase);

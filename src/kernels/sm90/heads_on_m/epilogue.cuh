@@ -9,7 +9,9 @@
 //                 (natural log; -inf and O = 0 for an empty piece)
 // Stores go straight from the accumulator fragment: each thread holds pairs
 // of adjacent columns, written as one 4-byte (bf16/fp16) or 8-byte (fp32) store
-// at a fixed offset from the row's pointer.
+// at a fixed offset from the row's pointer; or (store_o_staged, final items of
+// kernels with free shared memory at the item end) through shared memory as
+// 16-byte stores.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -18,6 +20,7 @@
 #include <cmath>
 
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/tma.cuh"
 #include "kernels/sm90/heads_on_m/config.h"
 #include "kernels/sm90/heads_on_m/problem.cuh"
 
@@ -67,6 +70,50 @@ struct Epilogue {
         packed[0] = Element(tOrO_rc(i, j) * norm[i]);
         packed[1] = Element(tOrO_rc(i, j + 1) * norm[i]);
         *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + 4 * j) = packed;
+      }
+    }
+  }
+
+  // Bytes per row of a warpgroup's O half staged by store_o_staged: 256 columns plus 16, so that
+  // a warp's 4-byte stores (8 rows x 4 column pairs) fall in 32 different banks.
+  static constexpr int kStageRowBytes = HEAD_DIM_V_HALF * int(sizeof(Element)) + 16;
+  static constexpr int kStageBytes = BLOCK_M * kStageRowBytes;
+
+  // store_o of an item that goes to `out` (not a split piece), through shared memory: each quad
+  // stages its two rows of this warpgroup's half at `stage` (kStageBytes of free shared memory),
+  // then copies them out with 16-byte stores, 64 contiguous bytes per row and instruction, a
+  // quarter of store_o's store instructions. A quad holds whole rows of the half, so only the
+  // warp synchronises. tile_row: the thread's two rows in the tile (rows[i] is row tile_row[i]).
+  template <class TensorORowCol>
+  static __device__ __forceinline__ void store_o_staged(const Params& params, int item, const TensorORowCol& tOrO_rc,
+                                                        const QueryRow (&rows)[2], const int (&tile_row)[2],
+                                                        const float (&norm)[2], int col_offset, int lane,
+                                                        uint32_t stage) {
+    using namespace cute;
+    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 64 values, covering 256 columns
+    static_assert(kCols * 4 == HEAD_DIM_V_HALF, "a thread's values span the half's 256 columns");
+    const int quad_lane = lane % 4;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      // value j (even) of the row is column 2 * quad_lane + 4 * j of the half
+      const uint32_t row_stage = stage + uint32_t(tile_row[i] * kStageRowBytes + 4 * quad_lane);
+#pragma unroll
+      for (int j = 0; j < kCols; j += 2) {
+        cutlass::Array<Element, 2> packed;
+        packed[0] = Element(tOrO_rc(i, j) * norm[i]);
+        packed[1] = Element(tOrO_rc(i, j + 1) * norm[i]);
+        common::st_shared_b32(row_stage + uint32_t(8 * j), reinterpret_cast<const uint32_t&>(packed));
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (!rows[i].real) continue;
+      uint4* dst = reinterpret_cast<uint4*>(Problem::out_row(params, item, rows[i]) + col_offset) + quad_lane;
+      const uint32_t row_stage = stage + uint32_t(tile_row[i] * kStageRowBytes + 16 * quad_lane);
+#pragma unroll
+      for (int c = 0; c < HEAD_DIM_V_HALF * int(sizeof(Element)) / 64; ++c) {
+        dst[4 * c] = common::ld_shared_v4(row_stage + uint32_t(64 * c));  // 16-byte piece 4 c + quad_lane
       }
     }
   }
