@@ -315,6 +315,9 @@ std::vector<Case> all_cases() {
     test::DenseDecodeConfig e = config(3, 2, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 700);  // alternate blocks
     e.stride_pad_bytes = 32;
     add("padded", e, PlanOptions{.min_parts = 9});
+    // One part: every item is whole, so its O goes out through shared memory (Epilogue::store_o_staged)
+    // into the padded rows of out.
+    add("padded", e, PlanOptions{.max_parts = 1});
   }
   // Forced cluster splits: pieces that are empty (short and zero lengths),
   // causal rows that see nothing, several query tiles and KV heads, padded
