@@ -2,7 +2,7 @@
 // SM parts and the exact workspace layout; it never looks at sequence lengths,
 // so one workspace serves every replay of a CUDA graph. The schedule itself is
 // filled from the lengths: on the host (tests, CPU path) by
-// build_schedule_host(), on the GPU by the one-warp schedule kernel.
+// build_schedule_host(), on the GPU by the one-block schedule kernel.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +43,7 @@ struct WorkspaceLayout {
   WorkspaceRegion combine;      // CombineEntry[num_parts]
   WorkspaceRegion item_prefix;  // int64[num_items + 1], scheduler scratch (cost prefix)
   WorkspaceRegion part_bounds;  // int32[num_parts + 1, 2], scheduler scratch (item, block)
-  WorkspaceRegion part_slots;   // int32[num_parts + 1], scheduler scratch (slot prefix)
+  WorkspaceRegion part_slots;   // int32[num_parts + 1], scheduler scratch (slot prefix; batch-invariant: last-chunk order)
   WorkspaceRegion partial_lse;  // float[num_slots, rows_per_item]
   WorkspaceRegion partial_o;    // float[num_slots, rows_per_item, d_v]
   WorkspaceRegion partial_max;  // float[num_slots, rows_per_item]: sparse prefill's piece max logits; else empty

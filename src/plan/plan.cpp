@@ -45,8 +45,8 @@ WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, in
 
 // Batch-invariant mode (docs/batch_invariance.md): one part per possible
 // chunk, num_items * ceil(max blocks / chunk_blocks), so every chunk is its own
-// CTA and no part ever holds two chunks of one item; a part's slot is its
-// index (plan/chunk_partition.h). Parts and slots are sized by the shape (the
+// CTA and no part ever holds two chunks of one item; a chunk's slot is its
+// index in (item, chunk) order, whatever part runs it (plan/chunk_partition.h). Parts and slots are sized by the shape (the
 // batch and the longest possible item), never by the lengths. The caller
 // validated the part count (validate_batch_invariant).
 int64_t batch_invariant_parts(const DecodePlan& plan, int chunk_blocks) {
@@ -339,6 +339,15 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
         std::to_string(plan.min_part_cost) + ", num_parts = " + std::to_string(plan.num_parts) +
         ", expected min_part_cost >= 1 and num_parts <= " + std::to_string(kMaxParts) +
         " (a plan from plan_dense_decode / plan_sparse_decode / plan_sparse_prefill)");
+  }
+  // The batch-invariant schedule has a part per chunk and sorts the items' last chunks in
+  // part_slots (num_parts + 1 entries), with 16-bit counts (plan/chunk_partition.h).
+  if (plan.chunk_blocks > 0 && plan.num_parts < plan.num_items) {
+    return Status::invalid_argument(
+        "build_schedule_host: argument 'plan' has fields no planner makes: got chunk_blocks = " +
+        std::to_string(plan.chunk_blocks) + " with num_parts = " + std::to_string(plan.num_parts) + " < num_items = " +
+        std::to_string(plan.num_items) +
+        ", expected num_parts >= num_items (a batch-invariant plan has a part per possible chunk)");
   }
   if (lengths.items_per_length < 1) {
     return Status::invalid_argument("build_schedule_host: argument 'lengths.items_per_length' must be >= 1: got " +

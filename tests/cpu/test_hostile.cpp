@@ -64,6 +64,20 @@ TEST(HostileSchedule, ZeroMinPartCostIsRejectedNotDividedBy) {
   expect_contains(status, "min_part_cost = 0");
 }
 
+TEST(HostileSchedule, BatchInvariantPlanWithFewerPartsThanItemsIsRejected) {
+  // Found in review: the batch-invariant schedule sorts the items in part_slots (num_parts + 1
+  // entries), so a hand-made plan with fewer parts than items would write past it.
+  DenseDecodeShape shape;
+  shape.batch = 64, shape.h_q = 16, shape.num_pages = 128, shape.max_pages_per_seq = 2;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, DeviceInfo{}, &plan, PlanOptions{.batch_invariant = true}).is_ok());
+  plan.num_parts = 1;
+  HostSchedule schedule;
+  const Status status = build_schedule_host(plan, plan.lengths, &schedule);
+  expect_names(status, StatusCode::kInvalidArgument, "build_schedule_host: argument 'plan' ");
+  expect_contains(status, "num_parts = 1 < num_items = 64");
+}
+
 TEST(HostileSchedule, PartitionCoreToleratesZeroMinPartCost) {
   // The device schedule kernel runs the same core: it must not trap either.
   EXPECT_EQ(plan_detail::active_parts(10, 4, 0), 4);

@@ -92,6 +92,7 @@ struct Epilogue {
     using namespace cute;
     constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 64 values, covering 256 columns
     static_assert(kCols * 4 == HEAD_DIM_V_HALF, "a thread's values span the half's 256 columns");
+    static_assert(sizeof(Element) == 2, "two values per 4-byte shared store (bf16 / fp16 out)");
     const int quad_lane = lane % 4;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
