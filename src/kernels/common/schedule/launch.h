@@ -1,4 +1,4 @@
-// The one-warp schedule kernel: rebuilds the split-KV schedule on the GPU from
+// The one-block schedule kernel: rebuilds the split-KV schedule on the GPU from
 // device-resident lengths, so a captured CUDA graph replays with new lengths.
 #pragma once
 
