@@ -46,9 +46,10 @@ WorkspaceLayout layout_workspace(int num_items, int num_parts, int num_slots, in
 // Batch-invariant mode (docs/batch_invariance.md): one part per possible
 // chunk, num_items * ceil(max blocks / chunk_blocks), so every chunk is its own
 // CTA and no part ever holds two chunks of one item; a chunk's slot is its
-// index in (item, chunk) order, whatever part runs it (plan/chunk_partition.h). Parts and slots are sized by the shape (the
-// batch and the longest possible item), never by the lengths. The caller
-// validated the part count (validate_batch_invariant).
+// index in (item, chunk) order, whatever part runs it (plan/chunk_partition.h).
+// Parts and slots are sized by the shape (the batch and the longest possible
+// item), never by the lengths. The caller validated the part count
+// (validate_batch_invariant).
 int64_t batch_invariant_parts(const DecodePlan& plan, int chunk_blocks) {
   const int64_t max_blocks = std::max<int64_t>(1, (int64_t(plan.lengths.max_length) + kKvBlockTokens - 1) / kKvBlockTokens);
   return int64_t(plan.num_items) * ((max_blocks + chunk_blocks - 1) / chunk_blocks);

@@ -532,7 +532,7 @@ struct AlternateBlocksKernel {
         Epilogue::store_o_staged(params, item, tOrO_rc, rows, tile_row, norm, wg * HEAD_DIM_V_HALF, lane,
                                  common::smem_u32(smem.q) + uint32_t(wg * Epilogue::kStageBytes));
       }
-      if (wg == 0) heads_on_m::Epilogue<T, Problem>::store_lse(params, item, blocks, rows, final_max, total, lane);
+      if (wg == 0) Epilogue::store_lse(params, item, blocks, rows, final_max, total, lane);
       // Q, sP1 and the row state are rewritten by the next item.
       sync_consumers(smem, meet_phase);
       cur.advance(params, part);
