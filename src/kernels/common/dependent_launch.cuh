@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/common/shared_memory_limit.h"
 #include "openmla/status.h"
 
 namespace openmla::kernels::common {
@@ -41,19 +42,13 @@ inline cudaLaunchAttribute cluster_attribute(int cluster_x) {
 }
 
 // Launches `kernel` as a programmatic dependent of the previous work in
-// `stream` (raising its dynamic shared-memory limit first when needed), in
+// `stream` (raising its dynamic shared-memory limit once when needed), in
 // thread-block clusters of `cluster_x` CTAs along x when it is above 1.
 template <class... KernelArgs, class... Args>
 Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, int smem_bytes,
                         cudaStream_t stream, int cluster_x, Args&&... args) {
-  constexpr int kDefaultSmemLimit = 48 * 1024;
-  if (smem_bytes > kDefaultSmemLimit) {
-    const cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-    if (error != cudaSuccess) {
-      return Status::cuda_error(std::string(name) + ": cudaFuncSetAttribute(max dynamic smem = " +
-                                std::to_string(smem_bytes) + ") failed: " + cudaGetErrorString(error));
-    }
-  }
+  const void* kernel_address = reinterpret_cast<const void*>(kernel);
+  OPENMLA_RETURN_IF_ERROR(raise_shared_memory_limit(name, kernel_address, smem_bytes));
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
@@ -65,7 +60,14 @@ Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 gr
   config.stream = stream;
   config.attrs = attributes;
   config.numAttrs = cluster_x > 1 ? 2 : 1;
-  const cudaError_t error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  cudaError_t error = cudaLaunchKernelEx(&config, kernel, args...);
+  if (error == cudaErrorInvalidValue && smem_bytes > 48 * 1024) {
+    // The recorded limit may be stale (a device reset drops function attributes): raise it again, once.
+    (void)cudaGetLastError();
+    forget_shared_memory_limit(kernel_address);
+    OPENMLA_RETURN_IF_ERROR(raise_shared_memory_limit(name, kernel_address, smem_bytes));
+    error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  }
   if (error != cudaSuccess) {
     return Status::cuda_error(std::string(name) + ": kernel launch failed: " + cudaGetErrorString(error));
   }

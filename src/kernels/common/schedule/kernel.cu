@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/common/schedule/launch.h"
+#include "kernels/common/shared_memory_limit.h"
 #include "plan/chunk_partition.h"
 #include "plan/partition.h"
 
@@ -77,11 +78,9 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
       lengths.lengths == nullptr ? 0 : (plan.num_items + lengths.items_per_length - 1) / lengths.items_per_length;
   const SharedLayout layout = shared_layout(plan.num_items, plan.num_parts, num_lengths);
   const bool in_shared = layout.total <= kMaxSharedBytes;
-  static const cudaError_t attribute_error = cudaFuncSetAttribute(
-      build_schedule_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes));
-  if (attribute_error != cudaSuccess) {
-    return Status::cuda_error(std::string("schedule kernel: raising its shared memory failed: ") +
-                              cudaGetErrorString(attribute_error));
+  if (in_shared && layout.total > 48 * 1024) {
+    OPENMLA_RETURN_IF_ERROR(common::raise_shared_memory_limit(
+        "schedule kernel", reinterpret_cast<const void*>(&build_schedule_kernel), int(kMaxSharedBytes)));
   }
   // Batch-invariant plans sort on a second warp while the first scans (plan/chunk_partition.h).
   const int min_threads = plan.chunk_blocks > 0 ? 64 : 32;
