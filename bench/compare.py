@@ -11,6 +11,10 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
   dense_fp8      dense_long/short shapes in FP8 beside the vLLM fork's dense FP8 kernel, + h_q=128 s_q>=67
   prefill        sparse prefill s_q=4096, topk 2048, d_qk 576 and 512, h_q 16 (OpenMLA only), 64, 128;
                  FP8-cache mode (OpenMLA only) at h_q 16, 64, 128
+  engine_step    an engine's decode step: 8 layers (own q and cache each) in one graph through the FlashMLA API
+                 (openmla.flash_mla beside flash_mla), one new metadata object per step, so each library builds
+                 its schedule once per replay and the other layers reuse it; dense s_k=1024 b in {1,32,128},
+                 h_q in {16,128}; sparse b in {64,128}, h_q in {64,128}; s_q = 1
 Every case also checks that the libraries agree (rel-L2 of the outputs, where both ran).
 
 usage: python3 bench/compare.py [--groups dense_long,sparse,...] [--filter TEXT] [--iters N]
@@ -22,6 +26,7 @@ speed = peer time / OpenMLA time (> 1: OpenMLA is faster).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import statistics
@@ -195,6 +200,47 @@ def flash_mla_prefill(x):
     return lambda: flash_mla.flash_mla_sparse_fwd(x["q"], x["kv"], x["indices"], x["d_qk"] ** -0.5)
 
 
+# An engine's decode step: every layer through the FlashMLA API with one metadata object per step
+# (the first layer builds the schedule, the others reuse it), all layers in one graph.
+ENGINE_LAYERS = 8
+
+
+def engine_step_inputs(kind: str, b: int, h_q: int) -> dict:
+    if kind == "dense":
+        layers = [dense_inputs(b, 1, h_q, 1024, False, False, seed=layer) for layer in range(ENGINE_LAYERS)]
+    else:
+        layers = [sparse_inputs(b, 1, h_q, seed=layer) for layer in range(ENGINE_LAYERS)]
+    return dict(layers[0], layers=layers, kind=kind)
+
+
+def engine_step_runner(module):
+    def runner(x):
+        if module is None:
+            return None
+
+        def step():
+            meta, _ = module.get_mla_metadata()  # one object per step, as vLLM makes
+            for layer in x["layers"]:
+                if x["kind"] == "dense":
+                    result = module.flash_mla_with_kvcache(layer["q"], layer["kv"], layer["block_table"],
+                                                           layer["seqlens"], D_V, meta)
+                else:
+                    result = module.flash_mla_with_kvcache(layer["q"], layer["cache"].view(torch.float8_e4m3fn),
+                                                           None, None, D_V, meta, is_fp8_kvcache=True,
+                                                           indices=layer["indices"])
+            return result  # the last layer's (out, lse)
+        return step
+    return runner
+
+
+def openmla_engine_step(x):
+    return engine_step_runner(None if openmla is None else importlib.import_module("openmla.flash_mla"))(x)
+
+
+def flash_mla_engine_step(x):
+    return engine_step_runner(flash_mla)(x)
+
+
 # ---------------------------------------------------------------------------------------------
 # The case matrix
 # ---------------------------------------------------------------------------------------------
@@ -280,6 +326,16 @@ def build_cases() -> List[Case]:
             runners = {"openmla": openmla_prefill, "flash_mla": flash_mla_prefill}
             cases.append(Case("prefill", name, lambda s_kv=s_kv, h_q=h_q, d_qk=d_qk: prefill_inputs(
                 4096, h_q, s_kv, d_qk=d_qk), runners, prefill_flops, prefill_bytes))
+    for kind, batches, heads in (("dense", (1, 32, 128), (16, 128)), ("sparse", (64, 128), (64, 128))):
+        for b in batches:
+            for h_q in heads:
+                name = f"{kind} step of {ENGINE_LAYERS} layers b={b} h_q={h_q} s_q=1" + (
+                    " s_k=1024" if kind == "dense" else " topk=2048")
+                runners = {"openmla": openmla_engine_step, "flash_mla": flash_mla_engine_step}
+                flops, nbytes = (dense_flops, dense_bytes) if kind == "dense" else (sparse_flops, sparse_bytes)
+                cases.append(Case("engine_step", name, lambda kind=kind, b=b, h_q=h_q: engine_step_inputs(kind, b, h_q),
+                                  runners, lambda x, f=flops: ENGINE_LAYERS * f(x),
+                                  lambda x, f=nbytes: ENGINE_LAYERS * f(x)))
     for h_q in (128, 64, 16):  # FP8-cache mode (OpenMLA only): the 656-byte cache read in place
         name = f"prefill fp8-cache s_q=4096 s_kv=32768 h_q={h_q} topk=2048"
         runners = {"openmla": openmla_prefill, "flash_mla": flash_mla_prefill}
@@ -404,7 +460,8 @@ def summary(cases: List[Case]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--groups", default="dense_long,dense_short,sparse,sparse_narrow,long_query,dense_fp8,prefill")
+    parser.add_argument("--groups",
+                        default="dense_long,dense_short,sparse,sparse_narrow,long_query,dense_fp8,prefill,engine_step")
     parser.add_argument("--filter", default="", help="only cases whose name contains this")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--json", default="")

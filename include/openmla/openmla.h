@@ -56,8 +56,13 @@ struct ScheduleRecord {
   cudaStream_t stream = nullptr;    // the stream its schedule kernel ran on
   bool filled = false;              // built by a run that was not being captured
   // A run with this record was captured in a CUDA graph: the graph's replays
-  // rewrite the schedule whenever they run, so it is never reused again.
+  // rewrite the schedule whenever they run, so no eager run reuses it again.
   bool captured = false;
+  // Nonzero: the schedule kernel was captured, in the capture sequence with this
+  // id (cudaStreamGetCaptureInfo), by the last building run. Later runs captured
+  // in the same sequence on the same stream may reuse it: every replay runs that
+  // schedule kernel before them, from the lengths of that replay.
+  unsigned long long capture_id = 0;
 };
 
 enum class ScheduleUse : int32_t {
@@ -66,9 +71,13 @@ enum class ScheduleUse : int32_t {
   kBuild,
   // Launch no schedule kernel: attention (+ combine) read the schedule `record`
   // says the workspace holds. Refused (kInvalidArgument, nothing launched) unless
-  // the record was filled for this plan (same fingerprint), this workspace, this
-  // lengths pointer and this stream, was never captured, and the stream is not
-  // capturing now (a graph must rebuild the schedule on every replay).
+  // the record was built for this plan (same fingerprint), this workspace, this
+  // lengths pointer and this stream, and either
+  //   - the stream is not capturing, the record was filled by an eager run and
+  //     was never captured, or
+  //   - the stream is capturing and the building run was captured in this same
+  //     capture sequence (record.capture_id): the graph then rebuilds the
+  //     schedule on every replay before the runs that reuse it.
   // NOTE: the run cannot read the lengths' contents. The caller promises that
   // they are unchanged since the building run (FlashMLA's rule: one metadata
   // object per set of lengths); openmla.flash_mla keeps that promise per
@@ -76,10 +85,17 @@ enum class ScheduleUse : int32_t {
   kReuse,
 };
 
-// sparse_decode_run with the schedule built or reused as `use` says; `record`
-// (required for kReuse, optional for kBuild) belongs to `workspace`.
+// The id of the capture sequence `stream` is recording (cudaStreamGetCaptureInfo),
+// 0 when it is not capturing: what ScheduleRecord::capture_id is compared with.
+Status stream_capture_id(cudaStream_t stream, unsigned long long* capture_id);
+
+// sparse_decode_run / dense_decode_run with the schedule built or reused as `use`
+// says; `record` (required for kReuse, optional for kBuild) belongs to `workspace`.
+// The lengths a record names: topk_length (sparse), seqlens (dense).
 Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& plan, void* workspace,
                          size_t workspace_bytes, cudaStream_t stream, ScheduleUse use, ScheduleRecord* record);
+Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan, void* workspace,
+                        size_t workspace_bytes, cudaStream_t stream, ScheduleUse use, ScheduleRecord* record);
 
 // ---- sparse prefill (BF16 KV rows by index) ----
 Status sparse_prefill_can_implement(const SparsePrefillParams& params);

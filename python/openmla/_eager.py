@@ -24,10 +24,10 @@ that patches the addresses into the prepared params and launches.
 
 Errors name the public entry and argument the caller used (see `Entry`).
 
-Schedule reuse (sparse decode through a FlashMLA metadata object)
------------------------------------------------------------------
-A call's first kernel rebuilds the split-KV schedule from topk_length into the
-workspace. FlashMLA builds its schedule once per FlashMLASchedMeta object (on
+Schedule reuse (decode through a FlashMLA metadata object)
+----------------------------------------------------------
+A call's first kernel rebuilds the split-KV schedule from its lengths (sparse:
+topk_length; dense: cache_seqlens) into the workspace. FlashMLA builds its schedule once per FlashMLASchedMeta object (on
 the first call that receives it) and reuses it for every later call with that
 object; an engine makes one object per decode step and passes it to every
 layer, and FlashMLA requires that an object is not reused with other lengths.
@@ -36,15 +36,19 @@ object (`holder`) launches no schedule kernel when that object's workspace
 holds the schedule of an earlier eager call of this object with
   - the same prepared call (so the same plan: shapes, dtypes, strides, parts),
   - the same workspace tensor and the same current stream,
-  - the same topk_length object (or None both times) and, unless it is an
+  - the same lengths object (topk_length may be None both times) and, unless it is an
     inference tensor (which tracks no version), the same `_version`, so an
     in-place torch write (`copy_`, `fill_`) to the lengths forces a rebuild;
-and never when the stream is capturing a CUDA graph, nor ever again on an
-object that was once used in a capture (replays rebuild the schedule into its
-workspace at times no eager call can see). Every other call rebuilds. The C++
-run checks the plan fingerprint, workspace, lengths pointer, stream and the
-capture state again (ScheduleUse::kReuse in openmla/openmla.h) and refuses a
-reuse it cannot prove. What neither can see is a write to the lengths' memory
+and never by an eager call on an object that was once used in a capture
+(replays rebuild the schedule into its workspace at times no eager call can
+see). Under CUDA graph capture, the layers of a step reuse in the same way when
+the building call was captured earlier in the same capture sequence on the same
+stream: every replay then runs that schedule kernel, from that replay's
+lengths, before the layers that reuse it (an engine's decode graph builds once
+per replay, not once per layer). Every other call rebuilds. The C++ run checks
+the plan fingerprint, workspace, lengths pointer, stream and the capture
+sequence again (ScheduleUse::kReuse in openmla/openmla.h) and refuses a reuse
+it cannot prove. What neither can see is a write to the lengths' memory
 that torch does not count (an inference tensor written in place, a kernel
 writing through a raw pointer): as in FlashMLA, such a change needs a new
 metadata object. The custom op (torch.compile tracing) always rebuilds; it does
@@ -194,26 +198,24 @@ def _held_workspace(call, device: torch.device, index: int, holder: object, slot
 # Schedule reuse (module docstring, "Schedule reuse")
 # ---------------------------------------------------------------------------
 _SCHEDULE_SLOT = "_openmla_schedule"
-_capturing_raw = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
 
 
-def _capturing() -> bool:
-    """Is the current CUDA stream capturing a graph?"""
-    if _capturing_raw is not None:
-        return bool(_capturing_raw())
-    return torch.cuda.is_current_stream_capturing()
+def _capture_id(stream: int) -> int:
+    """The id of the CUDA graph capture `stream` is recording (0: not capturing)."""
+    return _C.stream_capture_id(stream)
 
 
 class ScheduleState:
-    """What a metadata object's workspace holds: the schedule its last building eager call left there."""
+    """What a metadata object's workspace holds: the schedule its last building call left there."""
 
-    __slots__ = ("record", "call", "workspace", "lengths", "version", "stream", "filled", "captured")
+    __slots__ = ("record", "call", "workspace", "lengths", "version", "stream", "capture", "filled", "captured")
 
     def __init__(self, record):
         self.record = record  # _C.ScheduleRecord: the C++ run's own account of the same workspace
         self.call = self.workspace = self.lengths = self.version = self.stream = None
-        self.filled = False    # a building call completed outside capture
-        self.captured = False  # used in a CUDA graph capture once: never reused again
+        self.capture = 0       # the capture that recorded the last build (0: it ran eagerly)
+        self.filled = False    # the last building call completed
+        self.captured = False  # used in a CUDA graph capture once: never reused by an eager call again
 
 
 def _lengths_version(lengths: Optional[Tensor]):
@@ -231,23 +233,26 @@ def schedule_use(holder: object, call, workspace: Tensor, lengths: Optional[Tens
     if state is None:
         state = ScheduleState(_C.ScheduleRecord())
         setattr(holder, _SCHEDULE_SLOT, state)
-    if _capturing():
+    capture = _capture_id(stream)
+    if capture:
         state.captured = True
-    if state.captured:
-        state.filled = False
-        return state, False
     version = _lengths_version(lengths)
-    if state.filled and state.call is call and state.workspace is workspace and state.lengths is lengths and \
-            state.version == version and state.stream == stream:
+    # Eager calls reuse an eager build of an object never captured; captured calls reuse a build
+    # captured earlier in the same capture, which every replay runs before them.
+    if state.filled and state.capture == capture and (capture or not state.captured) and state.call is call and \
+            state.workspace is workspace and state.lengths is lengths and state.version == version and \
+            state.stream == stream:
         return state, True
     state.filled = False
     state.call, state.workspace, state.lengths, state.version, state.stream = call, workspace, lengths, version, stream
+    state.capture = capture
     return state, False
 
 
 def schedule_built(state: ScheduleState) -> None:
-    """After a building run returned: the workspace holds the schedule `state` describes (unless captured)."""
-    state.filled = not state.captured
+    """After a building run returned: the workspace holds the schedule `state` describes, for calls in
+    `state.capture` (eager calls when 0)."""
+    state.filled = True
 
 
 # ---------------------------------------------------------------------------
@@ -345,11 +350,14 @@ def _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, k
 def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tensor, workspace: Optional[Tensor],
                  q_scale: Optional[Tensor], kv_scale: Optional[Tensor], softmax_scale: float, causal: bool, d_v: int,
                  num_sms: int, max_parts: int, min_parts: int, stream: Optional[torch.cuda.Stream] = None,
-                 entry: Entry = DENSE, holder: object = None, slot: str = "", batch_invariant: bool = False):
+                 entry: Entry = DENSE, holder: object = None, slot: str = "", batch_invariant: bool = False,
+                 reuse_schedule: bool = False):
     """out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] fp32: the custom op's result, without the dispatcher.
 
     With workspace None, `holder.<slot>` (when given) keeps the workspace from call to call; else one is
-    allocated for this call.
+    allocated for this call. reuse_schedule: the holder is a FlashMLASchedMeta, whose contract (one object
+    per set of lengths) lets its layers reuse the schedule ("Schedule reuse"); the tensor dialect's holder
+    is a metadata tensor an engine may keep across steps, so its calls always rebuild.
     """
     try:
         key = dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v,
@@ -377,6 +385,14 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
             with switch:
                 _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
                            _stream(index, stream))
+        elif reuse_schedule and holder is not None and index >= 0 and stream is None:
+            # A metadata object's call on the current device and stream: reuse the schedule when provable.
+            raw_stream = _stream(index, None)
+            state, reuse = schedule_use(holder, call, workspace, seqlens, raw_stream)
+            _run_dense_scheduled(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
+                                 raw_stream, reuse, state.record)
+            if not reuse:
+                schedule_built(state)
         else:
             _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
                        _stream(index, stream))
@@ -390,6 +406,14 @@ def _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_sc
              lse.data_ptr(), 0 if q_scale is None else q_scale.data_ptr(),
              0 if kv_scale is None else kv_scale.data_ptr(), 0 if workspace is None else workspace.data_ptr(),
              0 if workspace is None else workspace.nbytes, stream)
+
+
+def _run_dense_scheduled(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace, stream,
+                         reuse, record):
+    call.run_with_schedule(q.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(), seqlens.data_ptr(),
+                           out.data_ptr(), lse.data_ptr(), 0 if q_scale is None else q_scale.data_ptr(),
+                           0 if kv_scale is None else kv_scale.data_ptr(), workspace.data_ptr(), workspace.nbytes,
+                           stream, reuse, record)
 
 
 # ---------------------------------------------------------------------------

@@ -267,7 +267,7 @@ def flash_mla_with_kvcache(
     if eager:
         return _eager.dense_decode(q, k_cache, block_table, cache_seqlens, None, None, None, float(softmax_scale),
                                    bool(causal), int(head_dim_v), 0, 0, 0, None, _DENSE, meta,
-                                   _WORKSPACE_SLOT, batch_invariant)
+                                   _WORKSPACE_SLOT, batch_invariant, reuse_schedule=True)
     # torch.compile: a workspace filled by an eager call, else the op allocates one per call.
     return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, meta.__dict__.get(_WORKSPACE_SLOT),
                                           None, None, float(softmax_scale), bool(causal), int(head_dim_v), 0,

@@ -432,7 +432,18 @@ NB_MODULE(_C, m) {
             run_released([&] { return call.run(addresses, workspace, workspace_bytes, stream); });
           },
           "q"_a, "kv_cache"_a, "block_table"_a, "seqlens"_a, "out"_a, "lse"_a, "q_scale"_a, "kv_scale"_a,
-          "workspace"_a, "workspace_bytes"_a, "stream"_a);
+          "workspace"_a, "workspace_bytes"_a, "stream"_a)
+      .def(
+          "run_with_schedule",
+          [](const DenseDecodeCall& call, uint64_t q, uint64_t kv_cache, uint64_t block_table, uint64_t seqlens,
+             uint64_t out, uint64_t lse, uint64_t q_scale, uint64_t kv_scale, uint64_t workspace,
+             uint64_t workspace_bytes, uint64_t stream, bool reuse, ScheduleRecord& record) {
+            const DenseDecodeAddresses addresses{q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale};
+            run_released(
+                [&] { return call.run_with_schedule(addresses, workspace, workspace_bytes, stream, reuse, &record); });
+          },
+          "q"_a, "kv_cache"_a, "block_table"_a, "seqlens"_a, "out"_a, "lse"_a, "q_scale"_a, "kv_scale"_a,
+          "workspace"_a, "workspace_bytes"_a, "stream"_a, "reuse"_a, "record"_a);
   nb::class_<SparseDecodeCall>(m, "SparseDecodeCall")
       .def_prop_ro("device", &SparseDecodeCall::device)
       .def_prop_ro("workspace_bytes", &SparseDecodeCall::workspace_bytes)
@@ -461,7 +472,16 @@ NB_MODULE(_C, m) {
   nb::class_<ScheduleRecord>(m, "ScheduleRecord")
       .def(nb::init<>())
       .def_ro("filled", &ScheduleRecord::filled)
-      .def_ro("captured", &ScheduleRecord::captured);
+      .def_ro("captured", &ScheduleRecord::captured)
+      .def_ro("capture_id", &ScheduleRecord::capture_id);
+  m.def(
+      "stream_capture_id",
+      [](uint64_t stream) {
+        unsigned long long id = 0;
+        raise_if_error(stream_capture_id(to_stream(stream), &id));
+        return uint64_t(id);
+      },
+      "stream"_a, "The id of the CUDA graph capture `stream` is recording; 0 when it is not capturing.");
   m.def("prepare_dense_decode", &prepare_dense, "q"_a, "kv_cache"_a, "block_table"_a, "seqlens"_a, "out"_a,
         "lse"_a, "q_scale"_a.none(), "kv_scale"_a.none(), "softmax_scale"_a, "causal"_a, "device_info"_a,
         "options"_a, "workspace"_a.none());

@@ -41,8 +41,7 @@ Status DenseDecodeCall::prepare(const char* entry, const DenseDecodeTensors& ten
   return Status::ok();
 }
 
-Status DenseDecodeCall::run(const DenseDecodeAddresses& a, uint64_t workspace, size_t workspace_bytes,
-                            uint64_t stream) const {
+DenseDecodeParams DenseDecodeCall::with_addresses(const DenseDecodeAddresses& a) const {
   DenseDecodeParams params = params_;
   params.q = address<const void>(a.q);
   params.kv_cache = address<const void>(a.kv_cache);
@@ -52,8 +51,25 @@ Status DenseDecodeCall::run(const DenseDecodeAddresses& a, uint64_t workspace, s
   params.lse = address<float>(a.lse);
   params.q_scale = address<const float>(a.q_scale);
   params.kv_scale = address<const float>(a.kv_scale);
+  return params;
+}
+
+Status DenseDecodeCall::run(const DenseDecodeAddresses& a, uint64_t workspace, size_t workspace_bytes,
+                            uint64_t stream) const {
+  const DenseDecodeParams params = with_addresses(a);
   if (device_ == kCpuDevice) return reference_dense_decode(params);
   return dense_decode_run(params, plan_, address<void>(workspace), workspace_bytes, to_stream(stream));
+}
+
+Status DenseDecodeCall::run_with_schedule(const DenseDecodeAddresses& a, uint64_t workspace,
+                                          size_t workspace_bytes, uint64_t stream, bool reuse,
+                                          ScheduleRecord* record) const {
+  if (device_ == kCpuDevice) {
+    return Status::invalid_argument("dense_decode: run_with_schedule has no schedule on the CPU: got a CPU call, "
+                                    "expected a GPU call (the reference builds none; use run)");
+  }
+  return dense_decode_run(with_addresses(a), plan_, address<void>(workspace), workspace_bytes, to_stream(stream),
+                          reuse ? ScheduleUse::kReuse : ScheduleUse::kBuild, record);
 }
 
 // ---- sparse decode ---------------------------------------------------------------------

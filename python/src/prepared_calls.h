@@ -36,11 +36,17 @@ class DenseDecodeCall {
   // CPU: the reference; GPU: the kernels on `stream` (a cudaStream_t value).
   Status run(const DenseDecodeAddresses& addresses, uint64_t workspace, size_t workspace_bytes,
              uint64_t stream) const;
+  // GPU only: run() with the schedule built into `record`'s workspace or reused
+  // from it (`reuse`; see ScheduleUse in openmla/openmla.h).
+  Status run_with_schedule(const DenseDecodeAddresses& addresses, uint64_t workspace, size_t workspace_bytes,
+                           uint64_t stream, bool reuse, ScheduleRecord* record) const;
 
   int device() const { return device_; }
   size_t workspace_bytes() const { return plan_.workspace.total_bytes; }
 
  private:
+  DenseDecodeParams with_addresses(const DenseDecodeAddresses& addresses) const;
+
   DenseDecodeParams params_;
   DecodePlan plan_;
   int device_ = kCpuDevice;

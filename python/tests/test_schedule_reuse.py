@@ -1,4 +1,4 @@
-"""Schedule reuse of sparse decode through a FlashMLA metadata object (openmla/_eager.py, "Schedule reuse").
+"""Schedule reuse of decode through a FlashMLA metadata object (openmla/_eager.py, "Schedule reuse").
 
 CPU tests hold the decision (when a call may skip the schedule kernel and when it
 must not); the GPU tests hold the results against the reference when layers
@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from openmla import _eager, flash_mla
-from mla_reference import (TOKEN_BYTES, assert_attention_close, default_scale, quantize_sparse_tokens, random_indices,
+from mla_reference import (TOKEN_BYTES, assert_attention_close, default_scale, dense_decode_ref, make_dense_inputs,
+                           quantize_sparse_tokens, random_indices,
                            sparse_decode_ref)
 
 STREAM = 7
@@ -21,9 +22,10 @@ class Holder:
 
 @pytest.fixture
 def not_capturing(monkeypatch):
-    capturing = [False]
-    monkeypatch.setattr(_eager, "_capturing", lambda: capturing[0])
-    return capturing
+    """[capture id]: 0 (eager) until a test sets the id of the capture its calls are recorded in."""
+    capture = [0]
+    monkeypatch.setattr(_eager, "_capture_id", lambda stream: capture[0])
+    return capture
 
 
 def _call(holder, call, workspace, lengths, stream=STREAM, built=True):
@@ -100,15 +102,33 @@ def test_failed_run_is_not_recorded(not_capturing):
     assert _call(holder, call, workspace, lengths) is True
 
 
-def test_capture_never_reuses_and_poisons_the_object(not_capturing):
+def test_capture_reuses_only_its_own_build_and_poisons_the_object(not_capturing):
     holder, call, workspace, lengths = Holder(), object(), torch.empty(8), torch.tensor([5], dtype=torch.int32)
     assert _call(holder, call, workspace, lengths) is False
     assert _call(holder, call, workspace, lengths) is True
-    not_capturing[0] = True  # capturing: every captured call launches the schedule kernel
-    assert [_call(holder, call, workspace, lengths) for _ in range(3)] == [False, False, False]
-    not_capturing[0] = False  # the graph's replays rewrite this workspace's schedule: never again
+    not_capturing[0] = 5  # capture 5: its first call records the schedule kernel, the later ones reuse it
+    assert [_call(holder, call, workspace, lengths) for _ in range(3)] == [False, True, True]
+    not_capturing[0] = 6  # another capture never reuses capture 5's build
+    assert [_call(holder, call, workspace, lengths) for _ in range(2)] == [False, True]
+    assert _call(holder, call, workspace, lengths, stream=STREAM + 1) is False  # nor another stream's
+    not_capturing[0] = 0  # the graphs' replays rewrite this workspace's schedule: eager calls never reuse again
     assert [_call(holder, call, workspace, lengths) for _ in range(3)] == [False, False, False]
     assert getattr(holder, _eager._SCHEDULE_SLOT).captured
+    not_capturing[0] = 7  # a later capture still builds once and reuses within itself
+    assert [_call(holder, call, workspace, lengths) for _ in range(2)] == [False, True]
+
+
+def test_capture_rebuilds_after_a_write_to_the_lengths(not_capturing):
+    holder, call, workspace, lengths = Holder(), object(), torch.empty(8), torch.tensor([5], dtype=torch.int32)
+    not_capturing[0] = 9
+    assert _call(holder, call, workspace, lengths) is False
+    lengths.add_(1)  # a write captured between two layers: torch counts it
+    assert _call(holder, call, workspace, lengths) is False
+    assert _call(holder, call, workspace, lengths) is True
+    assert _call(holder, call, workspace, lengths, built=False) is True  # reuse needs no build
+    failed = Holder()
+    assert _call(failed, call, workspace, lengths, built=False) is False  # a captured build that raised
+    assert _call(failed, call, workspace, lengths) is False
 
 
 # ---------------------------------------------------------------------------
@@ -173,12 +193,14 @@ def test_drop_in_reuses_within_a_step(monkeypatch, not_capturing):
     for _ in range(2):
         _drop_in(step, q, cache, indices, lengths)
     assert call.runs[4:] == [False, True]
-    # Captured calls always build, and the object never reuses afterwards.
-    not_capturing[0] = True
-    _drop_in(step, q, cache, indices, lengths)
-    not_capturing[0] = False
-    _drop_in(step, q, cache, indices, lengths)
-    assert call.runs[6:] == [False, False]
+    # A capture builds once and its later layers reuse; eager calls on the object never reuse afterwards.
+    not_capturing[0] = 3
+    for _ in range(3):
+        _drop_in(step, q, cache, indices, lengths)
+    not_capturing[0] = 0
+    for _ in range(2):
+        _drop_in(step, q, cache, indices, lengths)
+    assert call.runs[6:] == [False, True, True, False, False]
 
 
 def test_drop_in_other_shapes_build(monkeypatch, not_capturing):
@@ -194,6 +216,52 @@ def test_drop_in_other_shapes_build(monkeypatch, not_capturing):
     other = flash_mla.get_mla_metadata()[0]
     _drop_in(other, q1, cache1, indices1, None)
     assert call.runs == [False, True] and call1.runs == [False]
+
+
+def _dense_stand_in(monkeypatch, q, kv, table, lengths):
+    """Makes the drop-in's dense call for these tensors run a RecordingCall as if on a GPU."""
+    call = RecordingCall()
+    key = _eager.dense_key(q, kv, table, lengths, None, None, None, default_scale(), False, 512, 0, 0, 0, False)
+    b, h_q = q.shape[0], q.shape[2]
+    monkeypatch.setitem(_eager._dense_calls, key, (call, q.device, 0, (b, 1, h_q, 512), q.dtype, (b, h_q, 1), 0))
+    monkeypatch.setattr(_eager, "_launch_on", lambda index: None)
+    monkeypatch.setattr(_eager, "_stream", lambda index, stream: STREAM)
+    workspaces = {}  # one per metadata object, as on a GPU
+    monkeypatch.setattr(_eager, "_held_workspace", lambda call, device, index, holder, slot: workspaces.setdefault(
+        id(holder), torch.empty(call.workspace_bytes, dtype=torch.uint8)))
+    return call
+
+
+def test_dense_drop_in_reuses_within_a_step(monkeypatch, not_capturing):
+    x = make_dense_inputs([100, 7], h_q=16)
+    call = _dense_stand_in(monkeypatch, x.q, x.kv_cache, x.block_table, x.seqlens)
+    step = flash_mla.get_mla_metadata()[0]
+    layer = lambda: flash_mla.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512, step, None,
+                                                     default_scale())
+    for _ in range(3):  # three layers, one metadata object
+        layer()
+    assert call.runs == [False, True, True]
+    x.seqlens.add_(1)  # an in-place write torch counts: rebuilt
+    layer()
+    layer()
+    assert call.runs[3:] == [False, True]
+    not_capturing[0] = 4  # a capture builds once, its later layers reuse; eager calls never reuse afterwards
+    layer()
+    layer()
+    not_capturing[0] = 0
+    layer()
+    assert call.runs[5:] == [False, True, False]
+
+
+def test_dense_tensor_dialect_always_rebuilds(monkeypatch, not_capturing):
+    """The tensor dialect's holder is a metadata tensor an engine may keep across steps: never a reuse."""
+    x = make_dense_inputs([64], h_q=16)
+    call = _dense_stand_in(monkeypatch, x.q, x.kv_cache, x.block_table, x.seqlens)
+    holder = torch.zeros(1, 8, dtype=torch.int32)
+    for _ in range(2):
+        _eager.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, None, None, None, default_scale(), False,
+                            512, 0, 0, 0, None, _eager.DENSE, holder, "_openmla_workspace")
+    assert call.runs == ["plain", "plain"]
 
 
 # ---------------------------------------------------------------------------
@@ -268,7 +336,7 @@ def test_layers_reuse_the_schedule_gpu(reuse_log, b, h_q, topk, lengths, with_si
 @pytest.mark.gpu
 def test_captured_layers_rebuild_on_replay_gpu(reuse_log):
     b, h_q, topk = 2, 64, 512
-    layers = _layers(2, b, h_q, topk, 16, seed=3)
+    layers = _layers(3, b, h_q, topk, 16, seed=3)
     topk_length = torch.tensor([512, 100], dtype=torch.int32, device="cuda")
     meta = flash_mla.get_mla_metadata()[0]
     # Warm-up eager call on the object (prepares the call, fills the workspace), then capture.
@@ -283,7 +351,9 @@ def test_captured_layers_rebuild_on_replay_gpu(reuse_log):
                                                  indices=indices, topk_length=topk_length)
                 for q, cache, indices in layers]
     torch.cuda.current_stream().wait_stream(stream)
-    assert reuse_log[1:] == [False, False]  # captured calls launch the schedule kernel
+    # The first captured layer records the schedule kernel; the others reuse it, so every replay builds
+    # the schedule from its own lengths once, before the layers that read it.
+    assert reuse_log[1:] == [False, True, True]
     for values in ([7, 512], [300, 0]):
         topk_length.copy_(torch.tensor(values, dtype=torch.int32))
         graph.replay()
@@ -296,4 +366,76 @@ def test_captured_layers_rebuild_on_replay_gpu(reuse_log):
                                                     indices=indices, topk_length=topk_length)
         torch.cuda.synchronize()
         assert_attention_close(out, lse, *sparse_decode_ref(q, cache, indices, default_scale(), topk_length))
-    assert reuse_log[3:] == [False, False]
+    assert reuse_log[4:] == [False, False, False]
+    # The first graph still rebuilds on its replays after the eager calls (which wrote the workspace).
+    topk_length.copy_(torch.tensor([512, 33], dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    for (q, cache, indices), (out, lse) in zip(layers, outs):
+        assert_attention_close(out, lse, *sparse_decode_ref(q, cache, indices, default_scale(), topk_length))
+
+
+@pytest.fixture
+def dense_reuse_log(monkeypatch):
+    """The `reuse` flag of every scheduled dense run."""
+    log = []
+    run = _eager._run_dense_scheduled
+
+    def logged(*args):
+        log.append(args[-2])
+        return run(*args)
+
+    monkeypatch.setattr(_eager, "_run_dense_scheduled", logged)
+    return log
+
+
+def _dense_layers(num_layers, capacity, h_q, s_q, seed):
+    """Per layer: its own q and cache over one block table (pages for `capacity` tokens per request)."""
+    layers = []
+    for layer in range(num_layers):
+        x = make_dense_inputs(capacity, h_q=h_q, s_q=s_q, seed=seed + layer, device="cuda")
+        layers.append((x.q, x.kv_cache, x.block_table))
+    return layers
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("capacity, h_q, s_q, causal", [
+    ([1024], 128, 1, False),                  # one request split over the parts: the combine runs
+    ([700, 64, 1, 300], 16, 2, True),         # short requests, causal
+])
+def test_dense_layers_reuse_the_schedule_gpu(dense_reuse_log, capacity, h_q, s_q, causal):
+    layers = _dense_layers(3, capacity, h_q, s_q, seed=h_q)
+    seqlens = torch.tensor(capacity, dtype=torch.int32, device="cuda")
+    # Step 2: shorter lengths written into the same buffer in place, a new metadata object.
+    for step, values in enumerate((capacity, [max(0, n // 3 - 1) for n in capacity])):
+        seqlens.copy_(torch.tensor(values, dtype=torch.int32))
+        meta = flash_mla.get_mla_metadata()[0]
+        start = len(dense_reuse_log)
+        for q, kv, table in layers:
+            out, lse = flash_mla.flash_mla_with_kvcache(q, kv, table, seqlens, 512, meta, causal=causal)
+            torch.cuda.synchronize()
+            assert_attention_close(out, lse, *dense_decode_ref(q, kv, table, seqlens, default_scale(), causal))
+        assert dense_reuse_log[start:] == [False, True, True], f"step {step}"
+
+
+@pytest.mark.gpu
+def test_dense_captured_layers_rebuild_on_replay_gpu(dense_reuse_log):
+    capacity = [900, 130, 5]
+    layers = _dense_layers(3, capacity, 64, 1, seed=11)
+    seqlens = torch.tensor(capacity, dtype=torch.int32, device="cuda")
+    meta = flash_mla.get_mla_metadata()[0]
+    flash_mla.flash_mla_with_kvcache(*layers[0], seqlens, 512, meta)  # warm-up: prepares, fills the workspace
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        outs = [flash_mla.flash_mla_with_kvcache(q, kv, table, seqlens, 512, meta) for q, kv, table in layers]
+    torch.cuda.current_stream().wait_stream(stream)
+    assert dense_reuse_log[1:] == [False, True, True]  # one schedule kernel per replay, before the layers
+    for values in ([3, 900, 0], [512, 1, 129]):
+        seqlens.copy_(torch.tensor(values, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        for (q, kv, table), (out, lse) in zip(layers, outs):
+            assert_attention_close(out, lse, *dense_decode_ref(q, kv, table, seqlens, default_scale()))

@@ -74,28 +74,53 @@ Status run_split_kv(const DecodePlan& plan, void* workspace, const int32_t* devi
   return kernels::combine::launch(combine, plan.rows_per_item, stream);
 }
 
-// Is `stream` capturing a CUDA graph now? (A failed query leaves no error behind.)
-Status stream_is_capturing(const char* entry, cudaStream_t stream, bool* capturing) {
+// The capture sequence `stream` is recording, 0 when none (a failed query leaves no error behind).
+Status stream_capture(const char* entry, cudaStream_t stream, unsigned long long* capture_id) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaError_t error = cudaStreamIsCapturing(stream, &status);
+  unsigned long long id = 0;
+  const cudaError_t error = cudaStreamGetCaptureInfo(stream, &status, &id);
   if (error != cudaSuccess) {
     (void)cudaGetLastError();  // the error is reported here, not by the next launch check
-    return Status::cuda_error(std::string(entry) + ": cudaStreamIsCapturing failed: " + cudaGetErrorString(error));
+    return Status::cuda_error(std::string(entry) + ": cudaStreamGetCaptureInfo failed: " + cudaGetErrorString(error));
   }
-  *capturing = status != cudaStreamCaptureStatusNone;
+  // An invalidated capture is still a capture: nothing launched now runs eagerly.
+  *capture_id = status == cudaStreamCaptureStatusNone ? 0 : (id != 0 ? id : ~0ull);
   return Status::ok();
 }
 
 // After a run that launched the schedule kernel: what the workspace now holds.
-// Under capture nothing was computed (and replays will rewrite it): captured for good.
+// Under capture the kernel was recorded, not run: replays rebuild the schedule, so
+// runs captured later in the same sequence may reuse it and eager runs never again.
 void record_schedule(ScheduleRecord* record, const DecodePlan& plan, const void* workspace, const void* lengths,
-                     cudaStream_t stream, bool capturing) {
-  if (capturing) record->captured = true;
+                     cudaStream_t stream, unsigned long long capture_id) {
+  if (capture_id != 0) record->captured = true;
   record->plan_fingerprint = plan.fingerprint;
   record->workspace = workspace;
   record->lengths = lengths;
   record->stream = stream;
   record->filled = !record->captured;
+  record->capture_id = capture_id;
+}
+
+// Before a run with a ScheduleRecord: a reuse is checked (the record before the
+// stream: a CPU test reaches these checks without a device), the stream's capture
+// sequence is read into `capture_id`, and a build clears the record until it has
+// launched (record_schedule then fills it).
+Status begin_schedule_use(const char* entry, ScheduleUse use, ScheduleRecord* record, const DecodePlan& plan,
+                          const void* workspace, const void* lengths, const char* lengths_name, cudaStream_t stream,
+                          unsigned long long* capture_id) {
+  *capture_id = 0;
+  const bool reuse = use == ScheduleUse::kReuse;
+  if (reuse) {
+    OPENMLA_RETURN_IF_ERROR(
+        detail::check_schedule_reuse(entry, record, plan, workspace, lengths, lengths_name, stream));
+  }
+  if (record == nullptr) return Status::ok();
+  OPENMLA_RETURN_IF_ERROR(stream_capture(entry, stream, capture_id));
+  if (reuse) return detail::check_reuse_capture(entry, *record, *capture_id);
+  record->filled = false;
+  record->capture_id = 0;
+  return Status::ok();
 }
 
 // Sparse prefill in FP8-cache mode as the sparse decode call the FP8 kernels run:
@@ -145,26 +170,44 @@ Status query_device_info(int device, DeviceInfo* info) {
   return Status::ok();
 }
 
+Status stream_capture_id(cudaStream_t stream, unsigned long long* capture_id) {
+  if (capture_id == nullptr) {
+    return Status::invalid_argument("stream_capture_id: argument 'capture_id' is null: expected an unsigned long long*");
+  }
+  return stream_capture("stream_capture_id", stream, capture_id);
+}
+
 Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan, void* workspace,
                         size_t workspace_bytes, cudaStream_t stream) {
+  return dense_decode_run(params, plan, workspace, workspace_bytes, stream, ScheduleUse::kBuild, nullptr);
+}
+
+Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan, void* workspace,
+                        size_t workspace_bytes, cudaStream_t stream, ScheduleUse use, ScheduleRecord* record) {
+  constexpr const char* kEntry = "dense_decode_run";
+  OPENMLA_RETURN_IF_ERROR(detail::check_dense_decode_run(kEntry, params, plan, workspace, workspace_bytes));
+  const bool reuse = use == ScheduleUse::kReuse;
+  unsigned long long capture_id = 0;
   OPENMLA_RETURN_IF_ERROR(
-      detail::check_dense_decode_run("dense_decode_run", params, plan, workspace, workspace_bytes));
+      begin_schedule_use(kEntry, use, record, plan, workspace, params.seqlens, "seqlens", stream, &capture_id));
 #if OPENMLA_ENABLE_DENSE_DECODE  // else the check above refused (validate/build_options.h)
   const DenseDecodeShape& shape = params.shape;
   if (plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
-    // One kernel: each request's clusters split its blocks and merge in shared memory.
-    return kernels::decode_dense::launch(params, plan, nullptr, nullptr, nullptr, stream);
+    // One kernel: each request's clusters split its blocks and merge in shared memory (no schedule).
+    OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::launch(params, plan, nullptr, nullptr, nullptr, stream));
+  } else {
+    OPENMLA_RETURN_IF_ERROR(run_split_kv(
+        plan, workspace, params.seqlens, decode_combine_outputs(params, shape.out_dtype, /*attn_sink=*/nullptr),
+        [&](const kernels::DecodeWorkspace& views) {
+          return kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
+                                               views.partial_lse, stream);
+        },
+        stream, /*build_schedule=*/!reuse));
   }
-
-  return run_split_kv(
-      plan, workspace, params.seqlens, decode_combine_outputs(params, shape.out_dtype, /*attn_sink=*/nullptr),
-      [&](const kernels::DecodeWorkspace& views) {
-        return kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
-                                             views.partial_lse, stream);
-      },
-      stream);
+  if (!reuse && record != nullptr) record_schedule(record, plan, workspace, params.seqlens, stream, capture_id);
+  return Status::ok();
 #else
-  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream;
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)reuse, (void)capture_id;
   return Status::internal("dense_decode_run: unreachable (dense decode not built)");
 #endif
 }
@@ -184,16 +227,9 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
   constexpr const char* kEntry = "sparse_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::check_sparse_decode_run(kEntry, params, plan, workspace, workspace_bytes));
   const bool reuse = use == ScheduleUse::kReuse;
-  bool capturing = false;
-  if (reuse) {  // the record before the stream: a CPU test reaches these checks without a device
-    OPENMLA_RETURN_IF_ERROR(
-        detail::check_schedule_reuse(kEntry, record, plan, workspace, params.topk_length, "topk_length", stream));
-  }
-  if (record != nullptr) {
-    OPENMLA_RETURN_IF_ERROR(stream_is_capturing(kEntry, stream, &capturing));
-    if (reuse) OPENMLA_RETURN_IF_ERROR(detail::check_reuse_outside_capture(kEntry, capturing));
-    if (!reuse) record->filled = false;  // until the schedule kernel is launched
-  }
+  unsigned long long capture_id = 0;
+  OPENMLA_RETURN_IF_ERROR(begin_schedule_use(kEntry, use, record, plan, workspace, params.topk_length, "topk_length",
+                                             stream, &capture_id));
 #if OPENMLA_ENABLE_SPARSE_DECODE  // else the check above refused (validate/build_options.h)
   // topk_length is per request (null: every item has topk positions); split
   // items get the attention sink from the combine.
@@ -204,10 +240,10 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
                                                   views.partial_lse, stream);
       },
       stream, /*build_schedule=*/!reuse));
-  if (!reuse && record != nullptr) record_schedule(record, plan, workspace, params.topk_length, stream, capturing);
+  if (!reuse && record != nullptr) record_schedule(record, plan, workspace, params.topk_length, stream, capture_id);
   return Status::ok();
 #else
-  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)capturing;
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)capture_id;
   return Status::internal("sparse_decode_run: unreachable (sparse decode not built)");
 #endif
 }

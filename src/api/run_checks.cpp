@@ -52,11 +52,7 @@ Status check_schedule_reuse(const char* entry, const ScheduleRecord* record, con
     return Status::invalid_argument(prefix + "'record' is null: got record = nullptr, expected the ScheduleRecord "
                                     "a ScheduleUse::kBuild run filled for this workspace");
   }
-  if (record->captured) {
-    return Status::invalid_argument(prefix + "'record' was used in a CUDA graph capture: got record.captured = "
-                                    "true, expected a record never captured (replays rewrite its schedule)");
-  }
-  if (!record->filled) {
+  if (!record->filled && record->capture_id == 0) {
     return Status::invalid_argument(prefix + "'record' holds no schedule: got record.filled = false, expected a "
                                     "record filled by a ScheduleUse::kBuild run");
   }
@@ -81,11 +77,26 @@ Status check_schedule_reuse(const char* entry, const ScheduleRecord* record, con
   return Status::ok();
 }
 
-Status check_reuse_outside_capture(const char* entry, bool capturing) {
-  if (!capturing) return Status::ok();
-  return Status::invalid_argument(std::string(entry) + ": argument 'use' cannot reuse a schedule while the stream "
-                                  "is capturing a CUDA graph: got ScheduleUse::kReuse, expected ScheduleUse::kBuild "
-                                  "(every replay must rebuild the schedule from its lengths)");
+Status check_reuse_capture(const char* entry, const ScheduleRecord& record, unsigned long long capture_id) {
+  const std::string prefix = std::string(entry) + ": argument ";
+  if (capture_id == 0) {
+    if (record.captured) {
+      return Status::invalid_argument(prefix + "'record' was used in a CUDA graph capture: got record.captured = "
+                                      "true, expected a record never captured (replays rewrite its schedule)");
+    }
+    if (!record.filled) {
+      return Status::invalid_argument(prefix + "'record' holds no schedule for eager runs: got record.filled = "
+                                      "false, expected a record filled by an eager ScheduleUse::kBuild run");
+    }
+    return Status::ok();
+  }
+  if (record.capture_id != capture_id) {
+    return Status::invalid_argument(prefix + "'use' cannot reuse a schedule while the stream is capturing a CUDA "
+                                    "graph unless this capture built it: got record.capture_id = " +
+                                    std::to_string(record.capture_id) + ", expected the stream's capture id " +
+                                    std::to_string(capture_id) + " (a ScheduleUse::kBuild run captured first)");
+  }
+  return Status::ok();
 }
 
 }  // namespace openmla::detail

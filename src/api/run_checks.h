@@ -21,13 +21,14 @@ Status check_sparse_prefill_run(const char* entry, const SparsePrefillParams& pa
                                 const void* workspace, size_t workspace_bytes);
 
 // ScheduleUse::kReuse: `record` (null refused) must say that `workspace` holds
-// the schedule of `plan`, built outside graph capture from `lengths` (named
-// `lengths_name`, e.g. topk_length) on `stream`.
+// the schedule of `plan`, built from `lengths` (named `lengths_name`, e.g.
+// topk_length) on `stream`, eagerly or in a capture (check_reuse_capture decides which counts).
 Status check_schedule_reuse(const char* entry, const ScheduleRecord* record, const DecodePlan& plan,
                             const void* workspace, const void* lengths, const char* lengths_name,
                             cudaStream_t stream);
-// ScheduleUse::kReuse: refused while the stream captures a graph (`capturing`,
-// queried by the caller): every replay must rebuild the schedule.
-Status check_reuse_outside_capture(const char* entry, bool capturing);
+// ScheduleUse::kReuse against the stream's capture state (`capture_id`, 0 when not
+// capturing, queried by the caller): an eager run reuses only an eager build of a
+// record never captured; a captured run only a build captured in the same sequence.
+Status check_reuse_capture(const char* entry, const ScheduleRecord& record, unsigned long long capture_id);
 
 }  // namespace openmla::detail

@@ -125,11 +125,6 @@ TEST(SparseDecodeScheduleReuse, EachMismatchIsRefused) {
   }
   {
     ReuseCase c;
-    c.record.captured = true;
-    expect_refused(c.check(), "argument 'record' was used in a CUDA graph capture: got record.captured = true");
-  }
-  {
-    ReuseCase c;
     c.record.plan_fingerprint ^= 1;
     expect_refused(c.check(), "argument 'record' holds the schedule of another plan: got record.plan_fingerprint");
   }
@@ -150,10 +145,48 @@ TEST(SparseDecodeScheduleReuse, EachMismatchIsRefused) {
     expect_refused(c.check(), "argument 'record' was built on another stream: got record.stream = 0x0, expected "
                               "stream = 0x1000");
   }
-  expect_refused(detail::check_reuse_outside_capture("sparse_decode_run", true),
+}
+
+// The capture rule: an eager run reuses an eager build of a record never captured; a
+// captured run reuses only a build captured in the same capture sequence.
+TEST(SparseDecodeScheduleReuse, CaptureRule) {
+  constexpr unsigned long long kEager = 0, kCapture = 41, kOtherCapture = 42;
+  ScheduleRecord eager_build;  // filled by an eager kBuild run
+  eager_build.filled = true;
+  EXPECT_TRUE(detail::check_reuse_capture("sparse_decode_run", eager_build, kEager).is_ok());
+  expect_refused(detail::check_reuse_capture("sparse_decode_run", eager_build, kCapture),
                  "sparse_decode_run: argument 'use' cannot reuse a schedule while the stream is capturing a CUDA "
-                 "graph: got ScheduleUse::kReuse, expected ScheduleUse::kBuild");
-  EXPECT_TRUE(detail::check_reuse_outside_capture("sparse_decode_run", false).is_ok());
+                 "graph unless this capture built it: got record.capture_id = 0, expected the stream's capture id 41");
+
+  ScheduleRecord captured_build;  // a kBuild run captured in sequence 41
+  captured_build.captured = true;
+  captured_build.capture_id = kCapture;
+  EXPECT_TRUE(detail::check_reuse_capture("sparse_decode_run", captured_build, kCapture).is_ok());
+  expect_refused(detail::check_reuse_capture("sparse_decode_run", captured_build, kOtherCapture),
+                 "got record.capture_id = 41, expected the stream's capture id 42");
+  expect_refused(detail::check_reuse_capture("sparse_decode_run", captured_build, kEager),
+                 "argument 'record' was used in a CUDA graph capture: got record.captured = true");
+
+  ScheduleRecord rebuilt_after_capture = captured_build;  // an eager kBuild run after the capture
+  rebuilt_after_capture.capture_id = 0;
+  rebuilt_after_capture.filled = false;
+  expect_refused(detail::check_reuse_capture("sparse_decode_run", rebuilt_after_capture, kEager),
+                 "argument 'record' was used in a CUDA graph capture");
+  ScheduleRecord never_built;
+  expect_refused(detail::check_reuse_capture("sparse_decode_run", never_built, kEager),
+                 "argument 'record' holds no schedule for eager runs: got record.filled = false");
+  expect_refused(detail::check_reuse_capture("sparse_decode_run", never_built, kCapture),
+                 "got record.capture_id = 0, expected the stream's capture id 41");
+}
+
+// A record filled only by a captured build passes the field checks (the capture rule decides).
+TEST(SparseDecodeScheduleReuse, CapturedBuildPassesTheFieldChecks) {
+  ReuseCase c;
+  c.record.filled = false;
+  c.record.captured = true;
+  c.record.capture_id = 7;
+  const Status status = c.check();
+  EXPECT_TRUE(status.is_ok()) << status.message();
 }
 
 // Through the public entry: refused before the stream is touched (no device here).
