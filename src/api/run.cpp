@@ -123,6 +123,21 @@ Status begin_schedule_use(const char* entry, ScheduleUse use, ScheduleRecord* re
   return Status::ok();
 }
 
+// A decode run with a ScheduleUse: begin_schedule_use, then `run(build_schedule)`
+// (the family's launches), then, after a build, what the workspace now holds.
+template <class Run>
+Status run_scheduled(const char* entry, ScheduleUse use, ScheduleRecord* record, const DecodePlan& plan,
+                     const void* workspace, const int32_t* lengths, const char* lengths_name, cudaStream_t stream,
+                     const Run& run) {
+  unsigned long long capture_id = 0;
+  OPENMLA_RETURN_IF_ERROR(
+      begin_schedule_use(entry, use, record, plan, workspace, lengths, lengths_name, stream, &capture_id));
+  const bool build_schedule = use != ScheduleUse::kReuse;
+  OPENMLA_RETURN_IF_ERROR(run(build_schedule));
+  if (build_schedule && record != nullptr) record_schedule(record, plan, workspace, lengths, stream, capture_id);
+  return Status::ok();
+}
+
 // Sparse prefill in FP8-cache mode as the sparse decode call the FP8 kernels run:
 // one request per query token (batch = s_q, s_q = 1), the same index rows, lengths,
 // sink and outputs ([s_q, h_q, 512] out, [s_q, h_q] LSE).
@@ -186,28 +201,23 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
                         size_t workspace_bytes, cudaStream_t stream, ScheduleUse use, ScheduleRecord* record) {
   constexpr const char* kEntry = "dense_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::check_dense_decode_run(kEntry, params, plan, workspace, workspace_bytes));
-  const bool reuse = use == ScheduleUse::kReuse;
-  unsigned long long capture_id = 0;
-  OPENMLA_RETURN_IF_ERROR(
-      begin_schedule_use(kEntry, use, record, plan, workspace, params.seqlens, "seqlens", stream, &capture_id));
 #if OPENMLA_ENABLE_DENSE_DECODE  // else the check above refused (validate/build_options.h)
-  const DenseDecodeShape& shape = params.shape;
-  if (plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
-    // One kernel: each request's clusters split its blocks and merge in shared memory (no schedule).
-    OPENMLA_RETURN_IF_ERROR(kernels::decode_dense::launch(params, plan, nullptr, nullptr, nullptr, stream));
-  } else {
-    OPENMLA_RETURN_IF_ERROR(run_split_kv(
-        plan, workspace, params.seqlens, decode_combine_outputs(params, shape.out_dtype, /*attn_sink=*/nullptr),
+  return run_scheduled(kEntry, use, record, plan, workspace, params.seqlens, "seqlens", stream, [&](bool build) {
+    if (plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
+      // One kernel: each request's clusters split its blocks and merge in shared memory (no schedule).
+      return kernels::decode_dense::launch(params, plan, nullptr, nullptr, nullptr, stream);
+    }
+    return run_split_kv(
+        plan, workspace, params.seqlens,
+        decode_combine_outputs(params, params.shape.out_dtype, /*attn_sink=*/nullptr),
         [&](const kernels::DecodeWorkspace& views) {
           return kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
                                                views.partial_lse, stream);
         },
-        stream, /*build_schedule=*/!reuse));
-  }
-  if (!reuse && record != nullptr) record_schedule(record, plan, workspace, params.seqlens, stream, capture_id);
-  return Status::ok();
+        stream, build);
+  });
 #else
-  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)reuse, (void)capture_id;
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)use, (void)record;
   return Status::internal("dense_decode_run: unreachable (dense decode not built)");
 #endif
 }
@@ -226,24 +236,22 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
                          size_t workspace_bytes, cudaStream_t stream, ScheduleUse use, ScheduleRecord* record) {
   constexpr const char* kEntry = "sparse_decode_run";
   OPENMLA_RETURN_IF_ERROR(detail::check_sparse_decode_run(kEntry, params, plan, workspace, workspace_bytes));
-  const bool reuse = use == ScheduleUse::kReuse;
-  unsigned long long capture_id = 0;
-  OPENMLA_RETURN_IF_ERROR(begin_schedule_use(kEntry, use, record, plan, workspace, params.topk_length, "topk_length",
-                                             stream, &capture_id));
 #if OPENMLA_ENABLE_SPARSE_DECODE  // else the check above refused (validate/build_options.h)
   // topk_length is per request (null: every item has topk positions); split
   // items get the attention sink from the combine.
-  OPENMLA_RETURN_IF_ERROR(run_split_kv(
-      plan, workspace, params.topk_length, decode_combine_outputs(params, DType::kBF16, params.attn_sink),
-      [&](const kernels::DecodeWorkspace& views) {
-        return kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts, views.partial_o,
-                                                  views.partial_lse, stream);
-      },
-      stream, /*build_schedule=*/!reuse));
-  if (!reuse && record != nullptr) record_schedule(record, plan, workspace, params.topk_length, stream, capture_id);
-  return Status::ok();
+  return run_scheduled(kEntry, use, record, plan, workspace, params.topk_length, "topk_length", stream,
+                       [&](bool build) {
+                         return run_split_kv(
+                             plan, workspace, params.topk_length,
+                             decode_combine_outputs(params, DType::kBF16, params.attn_sink),
+                             [&](const kernels::DecodeWorkspace& views) {
+                               return kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts,
+                                                                         views.partial_o, views.partial_lse, stream);
+                             },
+                             stream, build);
+                       });
 #else
-  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)capture_id;
+  (void)plan, (void)workspace, (void)workspace_bytes, (void)stream, (void)use, (void)record;
   return Status::internal("sparse_decode_run: unreachable (sparse decode not built)");
 #endif
 }
