@@ -283,18 +283,22 @@ def _layers(num_layers, b, h_q, topk, pages, seed):
     return layers
 
 
-@pytest.fixture
-def reuse_log(monkeypatch):
-    """The `reuse` flag of every scheduled run."""
+def _log_reuse(monkeypatch, name: str) -> list:
+    """The `reuse` flag of every run of _eager.<name> (a scheduled run), in order."""
     log = []
-    run = _eager._run_sparse_scheduled
+    run = getattr(_eager, name)
 
     def logged(*args):
         log.append(args[-2])
         return run(*args)
 
-    monkeypatch.setattr(_eager, "_run_sparse_scheduled", logged)
+    monkeypatch.setattr(_eager, name, logged)
     return log
+
+
+@pytest.fixture
+def reuse_log(monkeypatch):
+    return _log_reuse(monkeypatch, "_run_sparse_scheduled")
 
 
 @pytest.mark.gpu
@@ -377,16 +381,7 @@ def test_captured_layers_rebuild_on_replay_gpu(reuse_log):
 
 @pytest.fixture
 def dense_reuse_log(monkeypatch):
-    """The `reuse` flag of every scheduled dense run."""
-    log = []
-    run = _eager._run_dense_scheduled
-
-    def logged(*args):
-        log.append(args[-2])
-        return run(*args)
-
-    monkeypatch.setattr(_eager, "_run_dense_scheduled", logged)
-    return log
+    return _log_reuse(monkeypatch, "_run_dense_scheduled")
 
 
 def _dense_layers(num_layers, capacity, h_q, s_q, seed):
