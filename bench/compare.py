@@ -208,6 +208,10 @@ ENGINE_LAYERS = 8
 def engine_step_inputs(kind: str, b: int, h_q: int) -> dict:
     if kind == "dense":
         layers = [dense_inputs(b, 1, h_q, 1024, False, False, seed=layer) for layer in range(ENGINE_LAYERS)]
+        # One block table and one lengths tensor for every layer, as an engine passes them (each layer
+        # its own q and cache): the lengths tensor is what a metadata object's reuse is tied to.
+        for layer in layers[1:]:
+            layer["block_table"], layer["seqlens"] = layers[0]["block_table"], layers[0]["seqlens"]
     else:
         layers = [sparse_inputs(b, 1, h_q, seed=layer) for layer in range(ENGINE_LAYERS)]
     return dict(layers[0], layers=layers, kind=kind)
@@ -234,7 +238,21 @@ def engine_step_runner(module):
 
 
 def openmla_engine_step(x):
-    return engine_step_runner(None if openmla is None else importlib.import_module("openmla.flash_mla"))(x)
+    if openmla is None:
+        return None
+    step = engine_step_runner(importlib.import_module("openmla.flash_mla"))(x)
+    # Check what the step measures: the first layer builds the schedule, the others reuse it.
+    eager = importlib.import_module("openmla._eager")
+    name = "_run_dense_scheduled" if x["kind"] == "dense" else "_run_sparse_scheduled"
+    run, reuses = getattr(eager, name), []
+    setattr(eager, name, lambda *args: (reuses.append(args[-2]), run(*args))[1])
+    try:
+        step()
+    finally:
+        setattr(eager, name, run)
+    if reuses != [False] + [True] * (ENGINE_LAYERS - 1):
+        raise RuntimeError(f"engine_step: OpenMLA's layers did not reuse the first layer's schedule: {reuses}")
+    return step
 
 
 def flash_mla_engine_step(x):

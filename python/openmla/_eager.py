@@ -249,6 +249,13 @@ def schedule_use(holder: object, call, workspace: Tensor, lengths: Optional[Tens
     return state, False
 
 
+def forget_schedule(holder: object) -> None:
+    """A run wrote `holder`'s workspace without recording what it built there: reuse nothing of it."""
+    state = getattr(holder, _SCHEDULE_SLOT, None)
+    if state is not None:
+        state.filled = False
+
+
 def schedule_built(state: ScheduleState) -> None:
     """After a building run returned: the workspace holds the schedule `state` describes, for calls in
     `state.capture` (eager calls when 0)."""
@@ -381,11 +388,7 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
         raise _workspace_too_small(entry, workspace, cpu_workspace_bytes)
     switch = _launch_on(index)
     try:
-        if switch is not None:
-            with switch:
-                _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
-                           _stream(index, stream))
-        elif reuse_schedule and holder is not None and index >= 0 and stream is None:
+        if reuse_schedule and holder is not None and index >= 0 and stream is None and switch is None:
             # A metadata object's call on the current device and stream: reuse the schedule when provable.
             raw_stream = _stream(index, None)
             state, reuse = schedule_use(holder, call, workspace, seqlens, raw_stream)
@@ -394,8 +397,15 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
             if not reuse:
                 schedule_built(state)
         else:
-            _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
-                       _stream(index, stream))
+            if holder is not None:
+                forget_schedule(holder)
+            if switch is not None:
+                with switch:
+                    _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
+                               _stream(index, stream))
+            else:
+                _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
+                           _stream(index, stream))
     except (ValueError, NotImplementedError) as error:
         raise public_error(error, entry) from None
     return out, lse
@@ -482,11 +492,7 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optio
         raise _workspace_too_small(entry, workspace, cpu_workspace_bytes)
     switch = _launch_on(index)
     try:
-        if switch is not None:
-            with switch:
-                _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
-                            _stream(index, stream))
-        elif holder is not None and index >= 0 and stream is None:
+        if holder is not None and index >= 0 and stream is None and switch is None:
             # A metadata object's call on the current device and stream: reuse the schedule when provable.
             raw_stream = _stream(index, None)
             state, reuse = schedule_use(holder, call, workspace, topk_length, raw_stream)
@@ -495,8 +501,15 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optio
             if not reuse:
                 schedule_built(state)
         else:
-            _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
-                        _stream(index, stream))
+            if holder is not None:
+                forget_schedule(holder)
+            if switch is not None:
+                with switch:
+                    _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
+                                _stream(index, stream))
+            else:
+                _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
+                            _stream(index, stream))
     except (ValueError, NotImplementedError) as error:
         raise public_error(error, entry) from None
     return out, lse

@@ -21,13 +21,14 @@ left to the caller: a [1, 8] tensor put there (vLLM's batch-invariant mode) make
 the calls run in OpenMLA's batch-invariant mode (docs/batch_invariance.md: each request's
 out and LSE bitwise independent of the rest of the batch, still spread over the SMs), as
 does OPENMLA_BATCH_INVARIANT=1 or VLLM_BATCH_INVARIANT=1 in the environment at import.
-Dense calls rebuild the schedule on the device from cache_seqlens inside every call (and
-every CUDA-graph replay). Sparse calls, like FlashMLA's, reuse the schedule that the
-object's first eager call built, as long as the shapes, the workspace, the stream and the
-topk_length tensor (object and torch version) are those of that call and nothing was
-captured with the object (openmla/_eager.py, "Schedule reuse"); anything else rebuilds it,
-and captured calls always rebuild it (every replay gets new lengths). So, as with FlashMLA,
-use one object per set of lengths (per decode step): a change to topk_length that torch
+Dense and sparse calls, like FlashMLA's, reuse the schedule (built on the device from
+cache_seqlens or topk_length) that the object's first call built, as long as the shapes,
+the workspace, the stream and the lengths tensor (object and torch version) are those of
+that call (openmla/_eager.py, "Schedule reuse"); anything else rebuilds it. Eager calls
+reuse only an eager build of an object never captured in a CUDA graph; captured calls
+reuse only a build captured earlier in the same capture, so every replay rebuilds the
+schedule once from its own lengths before the layers that read it. So, as with FlashMLA,
+use one object per set of lengths (per decode step): a change to the lengths that torch
 does not count (an inference tensor written in place) is not seen.
 
 For the older tensor form, where get_mla_metadata(cache_seqlens, ...) returns
@@ -259,6 +260,7 @@ def flash_mla_with_kvcache(
             return _eager.sparse_decode(q, k_cache, indices, None, topk_length, attn_sink, float(softmax_scale),
                                         int(head_dim_v), 0, 0, 0, None, _SPARSE, meta, _WORKSPACE_SLOT,
                                         batch_invariant)
+        _eager.forget_schedule(meta)  # the op writes the object's workspace without a record
         return torch.ops.openmla.sparse_decode(q, k_cache, indices, meta.__dict__.get(_WORKSPACE_SLOT), topk_length,
                                                attn_sink, float(softmax_scale), int(head_dim_v), 0, 0, 0,
                                                batch_invariant)
@@ -269,6 +271,7 @@ def flash_mla_with_kvcache(
                                    bool(causal), int(head_dim_v), 0, 0, 0, None, _DENSE, meta,
                                    _WORKSPACE_SLOT, batch_invariant, reuse_schedule=True)
     # torch.compile: a workspace filled by an eager call, else the op allocates one per call.
+    _eager.forget_schedule(meta)  # the op writes the object's workspace without a record
     return torch.ops.openmla.dense_decode(q, k_cache, block_table, cache_seqlens, meta.__dict__.get(_WORKSPACE_SLOT),
                                           None, None, float(softmax_scale), bool(causal), int(head_dim_v), 0,
                                           0, 0, batch_invariant)

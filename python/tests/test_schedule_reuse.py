@@ -8,7 +8,7 @@ reuse the schedule, across steps, and in a CUDA graph.
 import pytest
 import torch
 
-from openmla import _eager, flash_mla
+from openmla import _eager, flash_mla, flash_mla_tensor_metadata
 from mla_reference import (TOKEN_BYTES, assert_attention_close, default_scale, dense_decode_ref, make_dense_inputs,
                            quantize_sparse_tokens, random_indices,
                            sparse_decode_ref)
@@ -256,12 +256,26 @@ def test_dense_drop_in_reuses_within_a_step(monkeypatch, not_capturing):
 def test_dense_tensor_dialect_always_rebuilds(monkeypatch, not_capturing):
     """The tensor dialect's holder is a metadata tensor an engine may keep across steps: never a reuse."""
     x = make_dense_inputs([64], h_q=16)
-    call = _dense_stand_in(monkeypatch, x.q, x.kv_cache, x.block_table, x.seqlens)
-    holder = torch.zeros(1, 8, dtype=torch.int32)
+    seen = []
+    dense_decode = _eager.dense_decode
+
+    def recorded(*args, **kwargs):
+        seen.append(kwargs.get("reuse_schedule", False))
+        return dense_decode(*args, **kwargs)
+
+    monkeypatch.setattr(_eager, "dense_decode", recorded)
+    meta, splits = flash_mla_tensor_metadata.get_mla_metadata(x.seqlens, 16, 1)
     for _ in range(2):
+        flash_mla_tensor_metadata.flash_mla_with_kvcache(x.q, x.kv_cache, x.block_table, x.seqlens, 512, meta, splits)
+    assert seen == [False, False]
+    # And a held workspace written without a record is never reused by a scheduled call after it.
+    call = _dense_stand_in(monkeypatch, x.q, x.kv_cache, x.block_table, x.seqlens)
+    holder = Holder()
+    for reuse_schedule in (True, False, True, True):
         _eager.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, None, None, None, default_scale(), False,
-                            512, 0, 0, 0, None, _eager.DENSE, holder, "_openmla_workspace")
-    assert call.runs == ["plain", "plain"]
+                            512, 0, 0, 0, None, _eager.DENSE, holder, "_openmla_workspace",
+                            reuse_schedule=reuse_schedule)
+    assert call.runs == [False, "plain", False, True]
 
 
 # ---------------------------------------------------------------------------

@@ -61,8 +61,9 @@ TEST(SharedMemoryLimitGpu, RaisedOnceAndNeverLowered) {
   EXPECT_EQ(dynamic_smem_limit(kernel), 0) << "the second raise must not call the runtime again";
 }
 
-// Its first launch fails on purpose (an API error compute-sanitizer reports): the sanitizer
-// runs leave out *ProvokesApiError* (tests/CMakeLists.txt, scripts/device.sh).
+// After the limit is dropped, the next launch fails once on purpose (an API error compute-sanitizer
+// reports) before the retry: the sanitizer runs leave out *ProvokesApiError* (tests/CMakeLists.txt,
+// scripts/device.sh).
 TEST(SharedMemoryLimitGpu, LaunchRecoversWhenTheLimitWasDroppedProvokesApiError) {
   const void* kernel = reinterpret_cast<const void*>(&last_shared_int_kernel);
   EXPECT_EQ(launch_and_read(kLargeSmem, 7), 7);

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,17 @@ struct RaisedLimit {
   int smem_bytes;
 };
 
-std::mutex raised_mutex;
+// Launches only read the table (shared lock); the first raise of a kernel on a device writes it.
+std::shared_mutex raised_mutex;
 std::vector<RaisedLimit> raised_limits;  // guarded by raised_mutex
+
+// The record of `kernel` on `device`, or null. Call with raised_mutex held.
+RaisedLimit* find_record(const void* kernel, int device) {
+  for (RaisedLimit& raised : raised_limits) {
+    if (raised.kernel == kernel && raised.device == device) return &raised;
+  }
+  return nullptr;
+}
 
 constexpr int kDefaultSmemLimit = 48 * 1024;
 
@@ -32,13 +42,15 @@ Status raise_shared_memory_limit(const char* name, const void* kernel, int smem_
     (void)cudaGetLastError();  // reported here, not by the next launch check
     return Status::cuda_error(std::string(name) + ": cudaGetDevice failed: " + cudaGetErrorString(error));
   }
+  {
+    const std::shared_lock<std::shared_mutex> lock(raised_mutex);
+    const RaisedLimit* record = find_record(kernel, device);
+    if (record != nullptr && record->smem_bytes >= smem_bytes) return Status::ok();
+  }
   // Held across the runtime call: two threads raising one kernel to different sizes
   // must not leave a record above the limit actually set.
-  const std::lock_guard<std::mutex> lock(raised_mutex);
-  RaisedLimit* record = nullptr;
-  for (RaisedLimit& raised : raised_limits) {
-    if (raised.kernel == kernel && raised.device == device) record = &raised;
-  }
+  const std::unique_lock<std::shared_mutex> lock(raised_mutex);
+  RaisedLimit* record = find_record(kernel, device);
   if (record != nullptr && record->smem_bytes >= smem_bytes) return Status::ok();
   error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (error != cudaSuccess) {
@@ -56,11 +68,13 @@ Status raise_shared_memory_limit(const char* name, const void* kernel, int smem_
 
 void forget_shared_memory_limit(const void* kernel) {
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return;
-  const std::lock_guard<std::mutex> lock(raised_mutex);
-  for (RaisedLimit& raised : raised_limits) {
-    if (raised.kernel == kernel && raised.device == device) raised.smem_bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();  // nothing recorded can be for a device that cannot be read
+    return;
   }
+  const std::unique_lock<std::shared_mutex> lock(raised_mutex);
+  RaisedLimit* record = find_record(kernel, device);
+  if (record != nullptr) record->smem_bytes = 0;
 }
 
 }  // namespace openmla::kernels::common
