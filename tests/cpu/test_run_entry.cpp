@@ -208,5 +208,37 @@ TEST(SparseDecodeScheduleReuse, RunRefusesWithoutAFilledRecord) {
                  "sparse_decode_run: argument 'plan' was not made by plan_sparse_decode for these shapes");
 }
 
+// Dense decode takes ScheduleUse as sparse decode does: a reuse the record cannot prove is
+// refused before the stream is touched (no device here), with the lengths named seqlens.
+TEST(DenseDecodeScheduleReuse, RunRefusesWithoutAMatchingRecord) {
+  test::DenseDecodeInputs inputs = test::make_dense_decode_inputs(test::DenseDecodeConfig{}, 8);
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(inputs.shape, DeviceInfo{}, &plan).is_ok());
+  const size_t bytes = plan.workspace.total_bytes;
+  void* workspace = std::aligned_alloc(kWorkspaceAlignment, bytes);
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(uintptr_t(0x2000));
+  expect_refused(dense_decode_run(inputs.params(), plan, workspace, bytes, stream, ScheduleUse::kReuse, nullptr),
+                 "dense_decode_run: argument 'record' is null: got record = nullptr");
+  ScheduleRecord empty;
+  expect_refused(dense_decode_run(inputs.params(), plan, workspace, bytes, stream, ScheduleUse::kReuse, &empty),
+                 "dense_decode_run: argument 'record' holds no schedule");
+  ScheduleRecord other_lengths;  // filled for this plan, workspace and stream, from other lengths
+  static const int32_t lengths[1] = {7};
+  other_lengths.plan_fingerprint = plan.fingerprint;
+  other_lengths.workspace = workspace;
+  other_lengths.lengths = lengths;
+  other_lengths.stream = stream;
+  other_lengths.filled = true;
+  expect_refused(
+      dense_decode_run(inputs.params(), plan, workspace, bytes, stream, ScheduleUse::kReuse, &other_lengths),
+      "dense_decode_run: argument 'record' was built from other lengths: got record.lengths = ");
+  std::free(workspace);
+}
+
+TEST(StreamCaptureId, NullOutputIsRefused) {
+  expect_refused(stream_capture_id(nullptr, nullptr),
+                 "stream_capture_id: argument 'capture_id' is null: expected an unsigned long long*");
+}
+
 }  // namespace
 }  // namespace openmla
