@@ -249,6 +249,28 @@ def schedule_use(holder: object, call, workspace: Tensor, lengths: Optional[Tens
     return state, False
 
 
+def _run_on_stream(run, run_scheduled, args: tuple, call, workspace: Optional[Tensor], lengths: Optional[Tensor],
+                   index: int, stream: Optional[torch.cuda.Stream], reuse_holder: object, holder: object) -> None:
+    """Runs a prepared call: `run(*args, stream)`, or `run_scheduled(*args, stream, reuse, record)` with the
+    schedule reused when provable, for a call of a metadata object (`reuse_holder`) on the current device and
+    stream. Any other run through a holder's workspace makes that holder forget its schedule."""
+    switch = _launch_on(index)
+    if reuse_holder is not None and index >= 0 and stream is None and switch is None:
+        raw_stream = _stream(index, None)
+        state, reuse = schedule_use(reuse_holder, call, workspace, lengths, raw_stream)
+        run_scheduled(*args, raw_stream, reuse, state.record)
+        if not reuse:
+            schedule_built(state)
+        return
+    if holder is not None:
+        forget_schedule(holder)
+    if switch is not None:
+        with switch:
+            run(*args, _stream(index, stream))
+    else:
+        run(*args, _stream(index, stream))
+
+
 def forget_schedule(holder: object) -> None:
     """A run wrote `holder`'s workspace without recording what it built there: reuse nothing of it."""
     state = getattr(holder, _SCHEDULE_SLOT, None)
@@ -386,26 +408,10 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
             workspace = _held_workspace(call, device, index, holder, slot)
     elif index < 0 and workspace.nbytes < cpu_workspace_bytes:
         raise _workspace_too_small(entry, workspace, cpu_workspace_bytes)
-    switch = _launch_on(index)
     try:
-        if reuse_schedule and holder is not None and index >= 0 and stream is None and switch is None:
-            # A metadata object's call on the current device and stream: reuse the schedule when provable.
-            raw_stream = _stream(index, None)
-            state, reuse = schedule_use(holder, call, workspace, seqlens, raw_stream)
-            _run_dense_scheduled(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
-                                 raw_stream, reuse, state.record)
-            if not reuse:
-                schedule_built(state)
-        else:
-            if holder is not None:
-                forget_schedule(holder)
-            if switch is not None:
-                with switch:
-                    _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
-                               _stream(index, stream))
-            else:
-                _run_dense(call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace,
-                           _stream(index, stream))
+        _run_on_stream(_run_dense, _run_dense_scheduled,
+                       (call, q, kv_cache, block_table, seqlens, out, lse, q_scale, kv_scale, workspace),
+                       call, workspace, seqlens, index, stream, holder if reuse_schedule else None, holder)
     except (ValueError, NotImplementedError) as error:
         raise public_error(error, entry) from None
     return out, lse
@@ -490,26 +496,10 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optio
             workspace = _held_workspace(call, device, index, holder, slot)
     elif index < 0 and workspace.nbytes < cpu_workspace_bytes:
         raise _workspace_too_small(entry, workspace, cpu_workspace_bytes)
-    switch = _launch_on(index)
     try:
-        if holder is not None and index >= 0 and stream is None and switch is None:
-            # A metadata object's call on the current device and stream: reuse the schedule when provable.
-            raw_stream = _stream(index, None)
-            state, reuse = schedule_use(holder, call, workspace, topk_length, raw_stream)
-            _run_sparse_scheduled(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
-                                  raw_stream, reuse, state.record)
-            if not reuse:
-                schedule_built(state)
-        else:
-            if holder is not None:
-                forget_schedule(holder)
-            if switch is not None:
-                with switch:
-                    _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
-                                _stream(index, stream))
-            else:
-                _run_sparse(call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace,
-                            _stream(index, stream))
+        _run_on_stream(_run_sparse, _run_sparse_scheduled,
+                       (call, q, kv_cache, indices, topk_length, attn_sink, out, lse, workspace),
+                       call, workspace, topk_length, index, stream, holder, holder)
     except (ValueError, NotImplementedError) as error:
         raise public_error(error, entry) from None
     return out, lse

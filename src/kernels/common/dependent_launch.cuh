@@ -11,7 +11,6 @@
 #include <cuda_runtime.h>
 
 #include <string>
-#include <utility>
 
 #include "kernels/common/shared_memory_limit.h"
 #include "openmla/status.h"
@@ -47,8 +46,6 @@ inline cudaLaunchAttribute cluster_attribute(int cluster_x) {
 template <class... KernelArgs, class... Args>
 Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, int smem_bytes,
                         cudaStream_t stream, int cluster_x, Args&&... args) {
-  const void* kernel_address = reinterpret_cast<const void*>(kernel);
-  OPENMLA_RETURN_IF_ERROR(raise_shared_memory_limit(name, kernel_address, smem_bytes));
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
@@ -60,18 +57,8 @@ Status launch_dependent(const char* name, void (*kernel)(KernelArgs...), dim3 gr
   config.stream = stream;
   config.attrs = attributes;
   config.numAttrs = cluster_x > 1 ? 2 : 1;
-  cudaError_t error = cudaLaunchKernelEx(&config, kernel, args...);
-  if (error == cudaErrorInvalidValue && smem_bytes > 48 * 1024) {
-    // The recorded limit may be stale (a device reset drops function attributes): raise it again, once.
-    (void)cudaGetLastError();
-    forget_shared_memory_limit(kernel_address);
-    OPENMLA_RETURN_IF_ERROR(raise_shared_memory_limit(name, kernel_address, smem_bytes));
-    error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-  }
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string(name) + ": kernel launch failed: " + cudaGetErrorString(error));
-  }
-  return Status::ok();
+  return launch_with_shared_memory_limit(name, reinterpret_cast<const void*>(kernel), smem_bytes,
+                                         [&] { return cudaLaunchKernelEx(&config, kernel, args...); });
 }
 
 }  // namespace openmla::kernels::common

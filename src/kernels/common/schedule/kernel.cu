@@ -78,31 +78,18 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
       lengths.lengths == nullptr ? 0 : (plan.num_items + lengths.items_per_length - 1) / lengths.items_per_length;
   const SharedLayout layout = shared_layout(plan.num_items, plan.num_parts, num_lengths);
   const bool in_shared = layout.total <= kMaxSharedBytes;
-  const void* kernel = reinterpret_cast<const void*>(&build_schedule_kernel);
-  const bool raised = in_shared && layout.total > 48 * 1024;
-  if (raised) {
-    OPENMLA_RETURN_IF_ERROR(common::raise_shared_memory_limit("schedule kernel", kernel, int(kMaxSharedBytes)));
-  }
   // Batch-invariant plans sort on a second warp while the first scans (plan/chunk_partition.h).
   const int min_threads = plan.chunk_blocks > 0 ? 64 : 32;
   const int threads = std::min(kMaxThreads, std::max(min_threads, (plan.num_parts + 1 + 31) / 32 * 32));
-  const auto launch_kernel = [&] {
-    build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
-        plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, plan.chunk_blocks, lengths,
-        workspace.schedule, num_lengths, in_shared);
-    return cudaGetLastError();
-  };
-  cudaError_t error = launch_kernel();
-  if (error == cudaErrorInvalidValue && raised) {
-    // The recorded limit may be stale (a device reset drops function attributes): raise it again, once.
-    common::forget_shared_memory_limit(kernel);
-    OPENMLA_RETURN_IF_ERROR(common::raise_shared_memory_limit("schedule kernel", kernel, int(kMaxSharedBytes)));
-    error = launch_kernel();
-  }
-  if (error != cudaSuccess) {
-    return Status::cuda_error(std::string("schedule kernel launch failed: ") + cudaGetErrorString(error));
-  }
-  return Status::ok();
+  // One limit for every call (the kernel's most): raised once, whatever this call's layout needs.
+  const int limit = in_shared && layout.total > 48 * 1024 ? int(kMaxSharedBytes) : 0;
+  return common::launch_with_shared_memory_limit(
+      "schedule kernel", reinterpret_cast<const void*>(&build_schedule_kernel), limit, [&] {
+        build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
+            plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, plan.chunk_blocks, lengths,
+            workspace.schedule, num_lengths, in_shared);
+        return cudaGetLastError();
+      });
 }
 
 }  // namespace openmla::kernels::schedule
