@@ -7,7 +7,8 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
   dense_short    s_k=1024 (fixed), b in {1,32,128}, h_q in {16,128}, s_q in {1,4}
   sparse         656-byte FP8 cache, topk 2048, b in {64,128}, h_q in {64,128}, s_q in {1,2}
   sparse_narrow  h_q in {8,16,32} native against FlashMLA padded to 64 heads (as vLLM pads), b in {64,128}
-  long_query     b=4, h_q=128, s_k=4096, causal, s_q in {64,67,100,128,256,512,1024}
+  long_query     b=4, h_q=128, s_k=4096, causal, s_q in {64,67,100,128,256,512,1024}; OpenMLA also
+                 with one part (openmla_one_part: the plan before parts of whole requests)
   dense_fp8      dense_long/short shapes in FP8 beside the vLLM fork's dense FP8 kernel, + h_q=128 s_q>=67
   prefill        sparse prefill s_q=4096, topk 2048, d_qk 576 and 512, h_q 16 (OpenMLA only), 64, 128;
                  FP8-cache mode (OpenMLA only) at h_q 16, 64, 128
@@ -135,10 +136,10 @@ flash_mla = import_or_none("flash_mla")
 vllm_fp8 = import_or_none("vllm_flashmla_fp8")
 
 
-def openmla_dense(x):
+def openmla_dense(x, max_parts=0):
     if openmla is None:
         return None
-    plan = openmla.DensePlan.for_tensors(x["q"], x["kv"], x["block_table"])
+    plan = openmla.DensePlan.for_tensors(x["q"], x["kv"], x["block_table"], max_parts=max_parts)
     workspace = plan.alloc_workspace()
     kwargs = {}
     if x["dtype"] == torch.float8_e4m3fn:
@@ -298,6 +299,8 @@ def build_cases() -> List[Case]:
         tag = "fp8 " if dtype == torch.float8_e4m3fn else ""
         name = f"{tag}dense b={b} h_q={h_q} s_q={s_q} s_k={s_k}{'~' if spread else ''}{' causal' if causal else ''}"
         runners = {"openmla": openmla_dense, "flash_mla": flash_mla_dense, "vllm_fp8": fork_dense_fp8}
+        if s_q > 33 and h_q == 128:  # long query blocks: also one part, the planner's choice until 2026-12-02
+            runners["openmla_one_part"] = lambda x: openmla_dense(x, max_parts=1)
         cases.append(Case(group, name, lambda: dense_inputs(b, s_q, h_q, s_k, spread, causal, dtype), runners,
                           dense_flops, dense_bytes))
 

@@ -125,7 +125,8 @@ struct DecodePlan {
   int rows_per_item = 0;      // q_tokens_per_item * h_q: query rows one item produces
   int num_q_groups = 0;       // CTAs per part: (query tiles) x (KV heads); sparse: 1, or h_q / 64 (wide kernel)
   int num_parts = 1;          // SM parts, always >= 1
-  int num_slots = 0;          // partial slots = 2 * (num_parts - 1); 0 when nothing can split
+  int num_slots = 0;          // partial slots = 2 * (num_parts - 1); 0 when nothing can split (one part, or
+                              // long query blocks: parts of whole items, see docs/architecture.md)
   int d_v = kHeadDimV;
   int min_part_cost = kMinPartCostBlocks;  // least cost (blocks) per active part; 1 when parts are forced
   // Parts may take whole items instead of even cuts when no part is then

@@ -39,14 +39,19 @@ def test_dense_plan_never_zero_parts():
         plan = openmla.DensePlan(batch=4, s_q=s_q, h_q=128, num_pages=256, max_pages_per_seq=64,
                                  device=openmla.DeviceInfo())
         assert plan.num_parts >= 1
-        assert plan.num_slots == (0 if plan.num_parts == 1 else 2 * (plan.num_parts - 1))
+        # Past 66 q-groups (s_q > 33 here) parts hold whole requests and no partial slots.
+        assert plan.num_slots == (0 if plan.num_parts == 1 or s_q > 33 else 2 * (plan.num_parts - 1))
         regions = plan.workspace_regions
         assert set(regions) == {"parts", "combine", "item_prefix", "part_bounds", "part_slots", "partial_lse",
                                 "partial_o"}
         assert all(offset % 256 == 0 for offset, _ in regions.values())
         assert plan.workspace_bytes >= max(offset + size for offset, size in regions.values())
-    assert openmla.DensePlan(batch=4, s_q=67, h_q=128, num_pages=1, max_pages_per_seq=1,
-                             device=openmla.DeviceInfo()).num_parts == 1
+    # 134 q-groups on 132 SMs: three parts of whole requests (1, 2, 1) finish in five rounds of one
+    # request instead of two rounds of four; nothing is split, so no accumulator.
+    long_query = openmla.DensePlan(batch=4, s_q=67, h_q=128, num_pages=1, max_pages_per_seq=1,
+                                   device=openmla.DeviceInfo())
+    assert (long_query.num_parts, long_query.num_slots) == (3, 0)
+    assert long_query.workspace_regions["partial_o"][1] == 0
 
 
 def test_workspace_bounded_by_sms_not_batch():

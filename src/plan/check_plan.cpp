@@ -33,8 +33,9 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
   if (plan.num_parts < 1) return fail("num_parts = " + std::to_string(plan.num_parts) + " < 1");
   const bool invariant = plan.chunk_blocks > 0;  // batch-invariant plan (plan/chunk_partition.h)
   if (plan.chunk_blocks < 0) return fail("chunk_blocks = " + std::to_string(plan.chunk_blocks) + " < 0");
-  if (!invariant && plan.num_slots != (plan.num_parts > 1 ? 2 * (plan.num_parts - 1) : 0)) {
-    return fail("num_slots = " + std::to_string(plan.num_slots) + " is not 2 * (num_parts - 1)");
+  // Default plans: a slot pair per extra part, or none (parts of whole items only).
+  if (!invariant && plan.num_slots != 0 && plan.num_slots != 2 * (plan.num_parts - 1)) {
+    return fail("num_slots = " + std::to_string(plan.num_slots) + " is neither 0 nor 2 * (num_parts - 1)");
   }
   if (invariant && plan.num_slots != (plan.num_parts > plan.num_items ? plan.num_parts : 0)) {
     return fail("num_slots = " + std::to_string(plan.num_slots) +
@@ -61,7 +62,7 @@ Status check_plan(const DecodePlan& plan, const ItemLengths& lengths, const Host
   }
   const size_t expected_partial =
       invariant ? size_t(plan.num_slots) * size_t(plan.rows_per_item) * size_t(plan.d_v + 1) * sizeof(float)
-                : partial_accumulator_bytes(plan.num_parts, plan.rows_per_item, plan.d_v);
+                : plan.num_slots == 0 ? 0 : partial_accumulator_bytes(plan.num_parts, plan.rows_per_item, plan.d_v);
   if (plan.workspace.partial_o.bytes + plan.workspace.partial_lse.bytes != expected_partial) {
     return fail("partial accumulators take " +
                 std::to_string(plan.workspace.partial_o.bytes + plan.workspace.partial_lse.bytes) +

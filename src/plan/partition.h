@@ -220,13 +220,27 @@ OPENMLA_HOST_DEVICE int32_t part_containing(const Bound* bounds, int32_t num_par
   return lo;
 }
 
+// Where the schedule may cut the items' KV blocks into parts.
+enum class ItemCuts : int32_t {
+  kEvenCuts,          // even cuts, splitting the items they fall in (plans with forced parts)
+  kWholeItemsIfEven,  // whole items when no part then costs more than an even cut plus one item overhead
+  kWholeItemsOnly,    // every cut at an item start: the plan has no partial slots
+};
+
+// A plan without partial slots can only run whole items per part (the long
+// query plans of choose_whole_item_parts, and every one-part plan).
+inline ItemCuts item_cuts(const DecodePlan& plan) {
+  if (plan.num_slots == 0) return ItemCuts::kWholeItemsOnly;
+  return plan.whole_item_parts ? ItemCuts::kWholeItemsIfEven : ItemCuts::kEvenCuts;
+}
+
 // Build the whole schedule. Threads [0, num_threads) of one block (or one
 // host thread with num_threads = 1) call this together; the two scans run on
 // the first warp, the per-part phases on every thread (one part each when
 // num_threads > num_parts, which keeps the dependent chain short).
-OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost,
-                                        bool whole_item_parts, const ItemLengths& lengths,
-                                        const ScheduleBuffers& out, int thread, int num_threads) {
+OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemCuts cuts,
+                                        const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                        int num_threads) {
   const int scan_lanes = num_threads < 32 ? num_threads : 32;
   const bool scans = thread < scan_lanes;
 
@@ -243,11 +257,14 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   // (b = 128 at s_k = 1024 on 132 SMs) then run unsplit. Whole items can only
   // fit when the mean item does (uniform over the block, so calls with long
   // items skip the check and its barriers); each cut's nearest item start goes
-  // to part_slots, scratch until phase 3.
+  // to part_slots, scratch until phase 3. A plan without slots takes the item
+  // starts whatever they cost.
   const int64_t total = out.item_prefix[num_items];
   const int32_t active = active_parts(total, num_parts, min_part_cost);
   const int64_t even_cost = (total + active - 1) / active + kItemOverheadBlocks;
-  const bool try_whole_items = whole_item_parts && total <= int64_t(num_items) * even_cost;
+  const bool whole_items_only = cuts == ItemCuts::kWholeItemsOnly;
+  const bool try_whole_items =
+      whole_items_only || (cuts == ItemCuts::kWholeItemsIfEven && total <= int64_t(num_items) * even_cost);
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p <= num_parts; p += num_threads) {
     const int64_t position = p >= active ? total : total * p / active;
@@ -258,10 +275,12 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   threads_sync();
   if (try_whole_items) {
     bool whole_items_fit = true;
-    OPENMLA_ROLLED_LOOP
-    for (int32_t p = thread; p < num_parts; p += num_threads) {
-      const int64_t cost = out.item_prefix[out.part_slots[p + 1]] - out.item_prefix[out.part_slots[p]];
-      whole_items_fit = whole_items_fit && cost <= even_cost;
+    if (!whole_items_only) {
+      OPENMLA_ROLLED_LOOP
+      for (int32_t p = thread; p < num_parts; p += num_threads) {
+        const int64_t cost = out.item_prefix[out.part_slots[p + 1]] - out.item_prefix[out.part_slots[p]];
+        whole_items_fit = whole_items_fit && cost <= even_cost;
+      }
     }
     if (threads_all(whole_items_fit)) {
       OPENMLA_ROLLED_LOOP

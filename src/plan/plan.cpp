@@ -2,7 +2,9 @@
 #include "openmla/plan.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "validate/validate.h"
 #include "plan/chunk_partition.h"
@@ -83,6 +85,60 @@ int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptio
   return std::clamp(parts, 1, kMaxParts);
 }
 
+// Finish time of a grid of q_groups x parts CTAs, one CTA per SM, when the
+// hardware hands the CTAs (q-group fastest) to the earliest free SM; part p
+// costs part_cost[p]. The SMs are kept as (free time -> count): the durations
+// take few values, so the free times do too, and a run of equal CTAs moves
+// whole groups of SMs at once.
+int64_t modelled_finish(int64_t num_q_groups, const std::vector<int64_t>& part_cost, int num_sms) {
+  std::map<int64_t, int64_t> sms_free_at{{0, num_sms}};
+  for (const int64_t cost : part_cost) {
+    for (int64_t left = num_q_groups; left > 0;) {
+      const auto earliest = sms_free_at.begin();
+      const int64_t time = earliest->first;
+      const int64_t taken = std::min(left, earliest->second);
+      if ((earliest->second -= taken) == 0) sms_free_at.erase(earliest);
+      sms_free_at[time + cost] += taken;
+      left -= taken;
+    }
+  }
+  return sms_free_at.rbegin()->first;
+}
+
+// Long query blocks: once the q-groups alone pass half the SMs the part count
+// is one, and every CTA walks every item. b = 4, h_q = 128, s_q = 67 on 132
+// SMs makes 134 CTAs of four items each: two rounds of four items for 1.02
+// rounds of work. Parts of whole items make more, shorter CTAs (four parts:
+// 536 CTAs of one item, five rounds of one item) and need no partial slots,
+// so no partial O traffic and no combine. Picks the part count of least
+// modelled finish time with items of equal length, counted in items (the
+// schedule cuts at the same item starts, plan_detail::ItemCuts::kWholeItemsOnly);
+// 1 when parts gain nothing. Shapes only, like every planner choice.
+int choose_whole_item_parts(const DecodePlan& plan, const DeviceInfo& device) {
+  constexpr int kMaxWholeItemParts = 16;
+  const int num_sms = device.num_sms;
+  if (2 * int64_t(plan.num_q_groups) <= num_sms) return 1;
+  int best_parts = 1;
+  int64_t best_finish = -1;
+  for (int parts = 1; parts <= std::min(plan.num_items, kMaxWholeItemParts); ++parts) {
+    // The schedule's cuts for equal items: each at the item start nearest to
+    // an even share (ties to the earlier start).
+    std::vector<int64_t> part_cost(static_cast<size_t>(parts));
+    int64_t begin = 0;
+    for (int p = 0; p < parts; ++p) {
+      const int64_t end = (2 * int64_t(plan.num_items) * (p + 1) + parts - 1) / (2 * int64_t(parts));
+      part_cost[size_t(p)] = end - begin;
+      begin = end;
+    }
+    const int64_t finish = modelled_finish(plan.num_q_groups, part_cost, num_sms);
+    if (best_finish < 0 || finish < best_finish) {
+      best_finish = finish;
+      best_parts = parts;
+    }
+  }
+  return best_parts;
+}
+
 void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& options) {
   plan->device = device;
   plan->options = options;
@@ -92,6 +148,9 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
   }
   plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
+  if (plan->num_parts == 1 && options.max_parts == 0 && options.min_parts == 0) {
+    plan->num_parts = choose_whole_item_parts(*plan, device);  // no slots: whole items only
+  }
   // Forcing parts (tests of the split path) also lets every part take work.
   plan->min_part_cost = options.min_part_cost > 0 ? options.min_part_cost
                         : options.min_parts > 0  ? 1
@@ -365,7 +424,7 @@ Status build_schedule_host(const DecodePlan& plan, const ItemLengths& lengths, H
     plan_detail::build_chunk_schedule(plan.num_items, plan.num_parts, plan.chunk_blocks, lengths, buffers,
                                       /*thread=*/0, /*num_threads=*/1);
   } else {
-    plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, lengths,
+    plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, plan_detail::item_cuts(plan), lengths,
                                 buffers, /*lane=*/0, /*num_lanes=*/1);
   }
   return Status::ok();

@@ -91,8 +91,17 @@ int32_t blocks_of(const ItemLengths& lengths, int item) {
 // Whether cuts are even or at item starts, no part costs more than an even
 // cut plus one item overhead: ceil(total / active) + kItemOverheadBlocks, where
 // a part's cost is its blocks plus kItemOverheadBlocks per item piece it holds.
+// Plans without partial slots (long query blocks) cut at item starts only,
+// whatever that costs: no part may then hold a split item.
 void expect_parts_within_even_bound(const DecodePlan& plan, const ItemLengths& lengths,
                                     const HostSchedule& schedule) {
+  if (plan.num_slots == 0) {
+    for (const PartWork& part : schedule.parts) {
+      ASSERT_EQ(part.flags & (kPartBeginPartial | kPartEndPartial), 0) << plan.num_parts << " parts, no slots";
+      ASSERT_EQ(part.first_slot, -1);
+    }
+    return;
+  }
   int64_t total = 0;
   for (int i = 0; i < plan.num_items; ++i) total += blocks_of(lengths, i) + kItemOverheadBlocks;
   const int64_t active = std::clamp<int64_t>(total / plan.min_part_cost, 1, plan.num_parts);
@@ -145,33 +154,93 @@ TEST(SchedulerProperty, RandomInputsSatisfyEveryInvariant) {
 }
 
 // The FP8 field failure: h_q = 128, s_q in [67, 1024] on 132 SMs gave 0 parts.
-TEST(SchedulerProperty, LargeQueryBlocksStillGetOnePart) {
+// Such blocks now take parts of whole requests (or one part): never a split,
+// so never a partial accumulator.
+TEST(SchedulerProperty, LargeQueryBlocksNeverSplitARequest) {
   std::mt19937_64 rng(67);
   DeviceInfo device;
   device.num_sms = 132;
   for (DType dtype : {DType::kBF16, DType::kFP8E4M3}) {
-    for (int s_q = 67; s_q <= 1024; ++s_q) {
-      DenseDecodeShape shape;
-      shape.batch = 4;
-      shape.s_q = s_q;
-      shape.h_q = 128;
-      shape.max_pages_per_seq = 64;
-      shape.num_pages = 256;
-      shape.q_dtype = shape.kv_dtype = dtype;
-      shape.out_dtype = DType::kBF16;
-      DecodePlan plan;
-      ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok()) << "s_q " << s_q;
-      EXPECT_EQ(plan.num_parts, 1);
-      EXPECT_EQ(plan.num_slots, 0);
-      EXPECT_EQ(plan.workspace.partial_o.bytes, 0u);
-      std::vector<int32_t> lengths = random_lengths(rng, shape.batch, 4096);
-      ItemLengths item_lengths = plan.lengths;
-      item_lengths.lengths = lengths.data();
-      HostSchedule schedule;
-      ASSERT_TRUE(build_schedule_host(plan, item_lengths, &schedule).is_ok());
-      ASSERT_TRUE(check_plan(plan, item_lengths, schedule).is_ok());
+    for (int batch : {1, 4, 9}) {
+      for (int s_q = 67; s_q <= 1024; ++s_q) {
+        DenseDecodeShape shape;
+        shape.batch = batch;
+        shape.s_q = s_q;
+        shape.h_q = 128;
+        shape.max_pages_per_seq = 64;
+        shape.num_pages = 256;
+        shape.q_dtype = shape.kv_dtype = dtype;
+        shape.out_dtype = DType::kBF16;
+        DecodePlan plan;
+        ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok()) << "s_q " << s_q;
+        ASSERT_GE(plan.num_parts, 1);
+        ASSERT_LE(plan.num_parts, batch);
+        EXPECT_EQ(plan.num_slots, 0);
+        EXPECT_EQ(plan.workspace.partial_o.bytes, 0u);
+        std::vector<int32_t> lengths = random_lengths(rng, shape.batch, 4096);
+        HostSchedule schedule;
+        ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule)) << "s_q " << s_q;
+        ItemLengths item_lengths = plan.lengths;
+        item_lengths.lengths = lengths.data();
+        ASSERT_NO_FATAL_FAILURE(expect_parts_within_even_bound(plan, item_lengths, schedule));
+      }
     }
   }
+}
+
+// Long query blocks (issue 25's cliff): when the q-groups pass half the SMs,
+// the planner takes the part count of whole requests whose modelled finish is
+// least. b = 4, h_q = 128 on 132 SMs: s_q = 67 makes 134 q-groups, so one part
+// runs two rounds of four requests; three parts (1, 2, 1 requests) finish in
+// five rounds of one. s_q = 64 (128 q-groups) fits one wave as one part.
+TEST(SchedulerExamples, LongQueryBlocksTakeWholeRequestParts) {
+  DeviceInfo device;
+  device.num_sms = 132;
+  struct Expect {
+    int batch, s_q, parts;
+  };
+  for (const Expect& e : {Expect{4, 40, 3}, Expect{4, 64, 1}, Expect{4, 67, 3}, Expect{4, 100, 3},
+                          Expect{4, 128, 1}, Expect{4, 256, 1}, Expect{8, 67, 6}, Expect{64, 67, 15},
+                          Expect{1, 67, 1}, Expect{4, 33, 2}}) {
+    DenseDecodeShape shape;
+    shape.batch = e.batch;
+    shape.s_q = e.s_q;
+    shape.h_q = 128;
+    shape.max_pages_per_seq = 64;
+    shape.num_pages = 64 * e.batch;
+    DecodePlan plan;
+    ASSERT_TRUE(plan_dense_decode(shape, device, &plan).is_ok());
+    EXPECT_EQ(plan.num_parts, e.parts) << "b " << e.batch << " s_q " << e.s_q;
+    // Up to 66 q-groups the parts split KV ranges as before (two slots per extra part).
+    EXPECT_EQ(plan.num_slots, 2 * e.s_q <= 66 ? 2 * (plan.num_parts - 1) : 0) << "b " << e.batch << " s_q " << e.s_q;
+    // Equal lengths: every part holds whole requests, as many as modelled.
+    std::vector<int32_t> lengths(size_t(e.batch), 4096);
+    HostSchedule schedule;
+    ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
+    if (plan.num_slots == 0) {
+      int items = 0;
+      for (const PartWork& part : schedule.parts) {
+        ASSERT_EQ(part.flags, 0);
+        ASSERT_EQ(part.begin_block, 0);
+        ASSERT_EQ(part.end_block, 64);
+        items += part.end_item - part.begin_item + 1;
+      }
+      EXPECT_EQ(items, e.batch);
+    }
+  }
+  // Forced part counts keep their meaning: no whole-request parts.
+  DenseDecodeShape shape;
+  shape.batch = 4;
+  shape.s_q = 67;
+  shape.h_q = 128;
+  shape.max_pages_per_seq = 64;
+  shape.num_pages = 256;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.max_parts = 1}).is_ok());
+  EXPECT_EQ(plan.num_parts, 1);
+  ASSERT_TRUE(plan_dense_decode(shape, device, &plan, PlanOptions{.min_parts = 4}).is_ok());
+  EXPECT_EQ(plan.num_parts, 4);
+  EXPECT_EQ(plan.num_slots, 6);
 }
 
 // Split accumulators are bounded by the part count, never by the batch:

@@ -281,6 +281,13 @@ std::vector<Case> all_cases() {
   add("split", config(4, 1, 64, 2, 32, false, DType::kFP16, 512, 400), PlanOptions{.min_parts = 7});
   add("split", config(2, 1, 16, 1, 64, false), PlanOptions{.min_parts = 200});
   add("split", config(2, 67, 3, 1, 64, true, DType::kBF16, kHeadDimQK, 500), PlanOptions{.min_parts = 9});
+  // Long query blocks: 134 q-groups on 132 SMs take parts of whole requests
+  // (no partial slots, no combine), one of them empty and fully masked.
+  {
+    test::DenseDecodeConfig lq = config(3, 67, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 160);
+    lq.seqlens = {150, 0, 90};
+    add("long_query", lq);
+  }
   add("nosplit", config(6, 1, 16, 1, 64, false, DType::kBF16, kHeadDimQK, 900), PlanOptions{.max_parts = 1});
   add("nosplit", config(3, 2, 128, 2, 128, true, DType::kFP16, kHeadDimQK, 500), PlanOptions{.max_parts = 1});
   // Zero-length mixes and lengths around block and page edges.
@@ -382,6 +389,10 @@ std::vector<Case> all_cases() {
       f.seqlens = {90};
       add("fp8_field", f);
     }
+    // Long query blocks as parts of whole requests (see the BF16 case).
+    test::DenseDecodeConfig lq = config(3, 67, 128, 1, 64, true, kFp8, kHeadDimQK, 160);
+    lq.seqlens = {150, 0, 90};
+    add("fp8_long_query", lq);
     // Descales far from 1 (codes N(0, 2), so scores stay O(1) when they cancel).
     for (auto [q_scale, kv_scale] : {std::pair{0x1p-8f, 0x1p8f}, std::pair{0x1p8f, 0x1p-8f}, std::pair{0x1p-8f, 0x1p-8f}}) {
       test::DenseDecodeConfig d = config(3, 2, 64, 1, 64, true, kFp8);
@@ -405,6 +416,10 @@ TEST(DecodeDenseGpuCoverage, CasesReachEveryKernel) {
     const std::string group = c.name.substr(0, c.name.find("_b"));
     reached.emplace(group, plan.kernel, inputs.shape.kv_dtype);
     reached.emplace("any", plan.kernel, inputs.shape.kv_dtype);
+    if (group == "long_query" || group == "fp8_long_query") {  // must still run whole-request parts
+      EXPECT_GT(plan.num_parts, 1) << c.name;
+      EXPECT_EQ(plan.num_slots, 0) << c.name;
+    }
   }
   for (DecodeKernel kernel : {DecodeKernel::kDenseColumnSplit, DecodeKernel::kDenseColumnSplitCluster,
                               DecodeKernel::kDenseAlternateBlocks}) {

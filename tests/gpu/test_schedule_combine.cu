@@ -58,12 +58,20 @@ TEST(ScheduleGpu, DeviceScheduleMatchesHostBytes) {
     shape.h_q = 1 + int(rng() % 128);
     shape.max_pages_per_seq = 1 + int(rng() % 2000);
     if (invariant) shape.batch = 1 + int(rng() % 500);  // a part per possible chunk: fewer requests
+    // Every sixth trial a long query block: parts of whole requests, no slots.
+    const bool long_query = trial % 6 == 1;
+    if (long_query) {
+      shape.batch = 2 + int(rng() % 40);
+      shape.s_q = 40 + int(rng() % 600);
+      shape.h_q = 64 + int(rng() % 65);
+    }
     shape.num_pages = shape.max_pages_per_seq;
     DecodePlan plan;
     const Status planned =
         plan_dense_decode(shape, device, &plan,
-                          invariant ? PlanOptions{.batch_invariant = true}
-                                    : PlanOptions{.min_parts = int(rng() % 3) * 50});
+                          invariant    ? PlanOptions{.batch_invariant = true}
+                          : long_query ? PlanOptions{}
+                                       : PlanOptions{.min_parts = int(rng() % 3) * 50});
     if (invariant && planned.code() == StatusCode::kNotSupported) continue;  // too many possible chunks
     ASSERT_TRUE(planned.is_ok()) << planned.message();
     std::vector<int32_t> lengths = random_lengths(rng, shape.batch, plan.lengths.max_length + 100);  // some clamp

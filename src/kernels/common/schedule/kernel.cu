@@ -41,7 +41,7 @@ __host__ __device__ inline SharedLayout shared_layout(int32_t num_items, int32_t
 }
 
 __global__ void __launch_bounds__(kMaxThreads, 1)
-    build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, bool whole_item_parts,
+    build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, plan_detail::ItemCuts cuts,
                           int32_t chunk_blocks, ItemLengths lengths, plan_detail::ScheduleBuffers buffers, int32_t num_lengths,
                           bool in_shared) {
   extern __shared__ __align__(16) uint8_t shared[];
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   if (chunk_blocks > 0) {  // batch-invariant plans (plan/chunk_partition.h)
     plan_detail::build_chunk_schedule(num_items, num_parts, chunk_blocks, lengths, buffers, thread, num_threads);
   } else {
-    plan_detail::build_schedule(num_items, num_parts, min_part_cost, whole_item_parts, lengths, buffers, thread,
+    plan_detail::build_schedule(num_items, num_parts, min_part_cost, cuts, lengths, buffers, thread,
                                 num_threads);
   }
 }
@@ -86,7 +86,7 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
   return common::launch_with_shared_memory_limit(
       "schedule kernel", reinterpret_cast<const void*>(&build_schedule_kernel), limit, [&] {
         build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
-            plan.num_items, plan.num_parts, plan.min_part_cost, plan.whole_item_parts, plan.chunk_blocks, lengths,
+            plan.num_items, plan.num_parts, plan.min_part_cost, plan_detail::item_cuts(plan), plan.chunk_blocks, lengths,
             workspace.schedule, num_lengths, in_shared);
         return cudaGetLastError();
       });
