@@ -192,7 +192,9 @@ TEST(SchedulerProperty, LargeQueryBlocksNeverSplitARequest) {
 // the planner takes the part count of whole requests whose modelled finish is
 // least. b = 4, h_q = 128 on 132 SMs: s_q = 67 makes 134 q-groups, so one part
 // runs two rounds of four requests; three parts (1, 2, 1 requests) finish in
-// five rounds of one. s_q = 64 (128 q-groups) fits one wave as one part.
+// five rounds of one. s_q = 64 (128 q-groups) fits one wave as one part;
+// s_q = 1024 (2048 q-groups) would gain one round in 64, under the 10 % the
+// planner asks of the model.
 TEST(SchedulerExamples, LongQueryBlocksTakeWholeRequestParts) {
   DeviceInfo device;
   device.num_sms = 132;
@@ -201,7 +203,7 @@ TEST(SchedulerExamples, LongQueryBlocksTakeWholeRequestParts) {
   };
   for (const Expect& e : {Expect{4, 40, 3}, Expect{4, 64, 1}, Expect{4, 67, 3}, Expect{4, 100, 3},
                           Expect{4, 128, 1}, Expect{4, 256, 1}, Expect{8, 67, 6}, Expect{64, 67, 15},
-                          Expect{1, 67, 1}, Expect{4, 33, 2}}) {
+                          Expect{1, 67, 1}, Expect{4, 33, 2}, Expect{4, 1024, 1}}) {
     DenseDecodeShape shape;
     shape.batch = e.batch;
     shape.s_q = e.s_q;
