@@ -51,7 +51,9 @@ constexpr const char* kUsage =
     "  --warmup-ms MS         untimed runs of each case before timing (default 200)\n"
     "  --no-flush             do not flush L2 between timed runs (diagnosis only)\n"
     "  --min-part-cost BLOCKS planner option: least work per SM part\n"
-    "  --cluster-split C      planner option, dense: 0 auto, 1 never, 2/4/8 always\n";
+    "  --cluster-split C      planner option, dense: 0 auto, 1 never, 2/4/8 always\n"
+    "  --gather-ceiling       also measure the row-gather ceilings (random rows by index, as the\n"
+    "                         sparse kernels read them) and report them beside copy and GEMM\n";
 
 // Planner options for every case (--min-part-cost tunes how finely small calls split).
 openmla::PlanOptions g_plan_options;
@@ -247,6 +249,84 @@ double measure_gemm_tflops(Timer& timer, int iters) {
   BENCH_CUDA(cudaFree(b));
   BENCH_CUDA(cudaFree(c));
   return 2.0 * n * double(n) * n / (us * 1e-6) / 1e12;
+}
+
+// Row-gather ceiling: sparse kernels read whole cache rows named by an index, so the rate they
+// are held to is a gather of such rows, not a copy. Each warp takes four rows at a time, lane l
+// loading the row's 16-byte units l, l + 32, ... with non-caching loads, and folds them into one
+// word (stored only if it matches a constant, so the loads stay live and nothing is written).
+template <int kRowBytes>
+__global__ void gather_rows_kernel(const uint4* table, const int32_t* indices, int64_t num_rows, uint32_t* sink) {
+  constexpr int kUnits = kRowBytes / 16;
+  constexpr int kUnitsPerLane = (kUnits + 31) / 32;
+  constexpr int kRowsInFlight = 4;
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t num_warps = int64_t(gridDim.x) * blockDim.x / 32;
+  uint32_t folded = 0;
+  for (int64_t first = warp * kRowsInFlight; first < num_rows; first += num_warps * kRowsInFlight) {
+    uint4 units[kRowsInFlight][kUnitsPerLane];
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+      const int64_t row = first + r;
+      const uint4* src = table + (row < num_rows ? int64_t(__ldg(indices + row)) : 0) * kUnits;
+#pragma unroll
+      for (int u = 0; u < kUnitsPerLane; ++u) {
+        const int unit = lane + 32 * u;
+        units[r][u] = row < num_rows && unit < kUnits ? __ldcs(src + unit) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+#pragma unroll
+      for (int u = 0; u < kUnitsPerLane; ++u) folded ^= units[r][u].x ^ units[r][u].y ^ units[r][u].z ^ units[r][u].w;
+    }
+  }
+  if (folded == 0x9e3779b9u) sink[0] = folded;
+}
+
+struct GatherCeiling {
+  std::string name;
+  double gbps;  // row bytes gathered per second
+};
+
+// Gathers `num_gathers` rows of kRowBytes, drawn uniformly from a table of `table_rows` rows.
+template <int kRowBytes>
+GatherCeiling measure_gather_gbps(const std::string& name, int64_t table_rows, int64_t num_gathers, Timer& timer,
+                                  int iters, int num_sms) {
+  uint4* table;
+  int32_t* indices;
+  uint32_t* sink;
+  BENCH_CUDA(cudaMalloc(&table, size_t(table_rows) * kRowBytes));
+  BENCH_CUDA(cudaMalloc(&indices, size_t(num_gathers) * sizeof(int32_t)));
+  BENCH_CUDA(cudaMalloc(&sink, sizeof(uint32_t)));
+  fill_random_bf16<<<1024, 256>>>(reinterpret_cast<__nv_bfloat16*>(table), size_t(table_rows) * kRowBytes / 2, 17, 1.f);
+  std::vector<int32_t> host_indices(static_cast<size_t>(num_gathers));  // [num_gathers]
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(table_rows - 1));
+  for (int32_t& index : host_indices) index = pick(rng);
+  BENCH_CUDA(cudaMemcpy(indices, host_indices.data(), host_indices.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  const double us = timer.median_us(iters, [&] {
+    gather_rows_kernel<kRowBytes><<<num_sms * 8, 256, 0, timer.stream>>>(table, indices, num_gathers, sink);
+  });
+  BENCH_CUDA(cudaFree(table));
+  BENCH_CUDA(cudaFree(indices));
+  BENCH_CUDA(cudaFree(sink));
+  return GatherCeiling{name, double(num_gathers) * kRowBytes / (us * 1e-6) / 1e9};
+}
+
+// The gathers of the sparse bench shapes: decode (b = 128, s_q = 2, topk 2048 over 128 requests
+// of 32768 tokens: 2.75 GB of 656-byte rows, from HBM) and prefill (s_q = 4096, topk 2048 over
+// s_kv = 32768: 37.7 MB of BF16 rows or 21.5 MB of FP8 rows, about the L2's size).
+std::vector<GatherCeiling> measure_gather_ceilings(Timer& timer, int iters, int num_sms) {
+  std::vector<GatherCeiling> ceilings;
+  ceilings.push_back(measure_gather_gbps<656>("656 B rows of a 2.75 GB cache (sparse decode)", int64_t(128) * 32768,
+                                              int64_t(128) * 2 * 2048, timer, iters, num_sms));
+  ceilings.push_back(measure_gather_gbps<1152>("1152 B rows of a 37.7 MB kv (sparse prefill, bf16)", 32768,
+                                               int64_t(4096) * 2048, timer, iters, num_sms));
+  ceilings.push_back(measure_gather_gbps<656>("656 B rows of a 21.5 MB cache (sparse prefill, fp8)", 32768,
+                                              int64_t(4096) * 2048, timer, iters, num_sms));
+  return ceilings;
 }
 
 // ---- batch-invariant mode (docs/batch_invariance.md) -----------------------------------
@@ -672,7 +752,7 @@ bool parse_case(const std::string& spec, std::vector<DenseCase>* dense, std::vec
 
 int main(int argc, char** argv) {
   std::string json_path, filter;
-  bool flush_l2 = true, list_only = false;
+  bool flush_l2 = true, list_only = false, gather_ceiling = false;
   int iters = 30;
   int warmup_ms = -1;  // -1: Timer's default
   std::vector<DenseCase> custom_dense;
@@ -700,6 +780,7 @@ int main(int argc, char** argv) {
       for (const SparseCase& c : batch_invariant_sparse_pairs()) custom_sparse.push_back(c);
     }
     else if (arg == "--no-flush") flush_l2 = false;
+    else if (arg == "--gather-ceiling") gather_ceiling = true;
     else if (arg == "--warmup-ms" && i + 1 < argc) warmup_ms = std::max(0, std::atoi(argv[++i]));
     else {
       std::fprintf(stderr, "openmla_bench: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
@@ -730,6 +811,11 @@ int main(int argc, char** argv) {
   const double gemm_mhz = timer.last_mhz;
   std::printf("device: %s, %d SMs; ceilings this run: copy %.0f GB/s (SM %.0f MHz), bf16 GEMM %.0f TFLOP/s (SM %.0f MHz)\n",
               prop.name, device.num_sms, copy_gbps, copy_mhz, gemm_tflops, gemm_mhz);
+  std::vector<GatherCeiling> gather_ceilings;
+  if (gather_ceiling) gather_ceilings = measure_gather_ceilings(timer, iters, device.num_sms);
+  for (const GatherCeiling& g : gather_ceilings) {
+    std::printf("gather ceiling: %s: %.0f GB/s (%.1f%% of copy)\n", g.name.c_str(), g.gbps, 100.0 * g.gbps / copy_gbps);
+  }
   std::printf("%-48s %10s %9s %9s %8s %8s %6s  %s\n", "case", "us", "TFLOP/s", "GB/s", "%copy", "%gemm", "MHz",
               "kernel (parts)");
   std::vector<Result> results;
@@ -754,6 +840,12 @@ int main(int argc, char** argv) {
     std::fprintf(f, "  \"device\": \"%s\", \"num_sms\": %d, \"copy_gbps\": %.1f, \"gemm_tflops\": %.1f,\n",
                  prop.name, device.num_sms, copy_gbps, gemm_tflops);
     std::fprintf(f, "  \"copy_sm_mhz\": %.0f, \"gemm_sm_mhz\": %.0f,\n", copy_mhz, gemm_mhz);
+    std::fprintf(f, "  \"gather_ceilings\": [");
+    for (size_t i = 0; i < gather_ceilings.size(); ++i) {
+      std::fprintf(f, "%s{\"name\": \"%s\", \"gbps\": %.1f}", i ? ", " : "", gather_ceilings[i].name.c_str(),
+                   gather_ceilings[i].gbps);
+    }
+    std::fprintf(f, "],\n");
     std::fprintf(f, "  \"iters\": %d, \"warmup_ms\": %d, \"l2_flush\": %s,\n  \"cases\": [\n", iters,
                  timer.warmup_ms, flush_l2 ? "true" : "false");
     for (size_t i = 0; i < results.size(); ++i) {
