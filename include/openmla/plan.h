@@ -150,7 +150,8 @@ struct DecodePlan {
   uint64_t fingerprint = 0;  // hash of every field above, set by the planner
 };
 
-// Bytes of split accumulators for a plan: the bound, as a formula.
+// Bytes of split accumulators for a plan that can split (num_slots > 0; plans
+// of whole requests for long query blocks have none): the bound, as a formula.
 //   partial bytes = 2 * (num_parts - 1) * rows_per_item * (d_v + 1) * 4
 // With num_parts = max(1, floor(num_sms / num_q_groups)) and
 // num_q_groups >= rows_per_item / 64, this is at most
