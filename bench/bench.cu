@@ -253,10 +253,14 @@ double measure_gemm_tflops(Timer& timer, int iters) {
 
 // Row-gather ceiling: sparse kernels read whole cache rows named by an index, so the rate they
 // are held to is a gather of such rows, not a copy. Each warp takes four rows at a time, lane l
-// loading the row's 16-byte units l, l + 32, ... with non-caching loads, and folds them into one
-// word (stored only if it matches a constant, so the loads stay live and nothing is written).
+// loading the row's 16-byte units l, l + 32, ... with evict-first streaming loads (all of them
+// before any is used: 64 registers a thread, 32 warps an SM), and folds them into one word
+// (stored only if it matches a constant, so the loads stay live and nothing is written).
+constexpr int kGatherThreads = 256, kGatherCtasPerSm = 4;
 template <int kRowBytes>
-__global__ void gather_rows_kernel(const uint4* table, const int32_t* indices, int64_t num_rows, uint32_t* sink) {
+__global__ void __launch_bounds__(kGatherThreads, kGatherCtasPerSm)
+    gather_rows_kernel(const uint4* table, const int32_t* indices, int64_t num_rows, uint32_t* sink) {
+  static_assert(kRowBytes % 16 == 0, "rows of whole 16-byte units");
   constexpr int kUnits = kRowBytes / 16;
   constexpr int kUnitsPerLane = (kUnits + 31) / 32;
   constexpr int kRowsInFlight = 4;
@@ -307,7 +311,8 @@ GatherCeiling measure_gather_gbps(const std::string& name, int64_t table_rows, i
   for (int32_t& index : host_indices) index = pick(rng);
   BENCH_CUDA(cudaMemcpy(indices, host_indices.data(), host_indices.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   const double us = timer.median_us(iters, [&] {
-    gather_rows_kernel<kRowBytes><<<num_sms * 8, 256, 0, timer.stream>>>(table, indices, num_gathers, sink);
+    gather_rows_kernel<kRowBytes><<<num_sms * kGatherCtasPerSm, kGatherThreads, 0, timer.stream>>>(
+        table, indices, num_gathers, sink);
   });
   BENCH_CUDA(cudaFree(table));
   BENCH_CUDA(cudaFree(indices));

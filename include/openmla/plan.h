@@ -131,7 +131,8 @@ struct DecodePlan {
   int min_part_cost = kMinPartCostBlocks;  // least cost (blocks) per active part; 1 when parts are forced
   // Parts may take whole items instead of even cuts when no part is then
   // longer than an even cut plus one item's overhead (false when parts are
-  // forced, so the split path runs exactly as asked).
+  // forced, so the split path runs exactly as asked). A plan without slots
+  // (num_slots == 0) takes whole items whatever this says.
   bool whole_item_parts = true;
   // The kernel this plan runs, chosen by the planner from the shape alone
   // (choose_dense_kernel / choose_sparse_kernel); launchers only switch on it.

@@ -41,7 +41,7 @@ CombineParams decode_combine_outputs(const DecodeParams& params, DType out_dtype
 
 // The steps every split-KV family shares: rebuild the schedule from the
 // device-resident lengths, run the family's attention kernel, then the combine
-// when the plan can split (a plan with one part launches no combine).
+// when the plan can split (a plan without partial slots launches no combine).
 // `combine`: the family's outputs (decode_combine_outputs); the rest is filled here.
 // `build_schedule` false: the workspace already holds this plan's schedule for
 // these lengths (ScheduleUse::kReuse, checked by the caller).

@@ -9,7 +9,8 @@
 //                    (item, block); positions inside an item's overhead map to
 //                    block 0, so cuts prefer item starts; then every cut at
 //                    its nearest item start instead, when no part then costs
-//                    more than an even cut plus one item overhead
+//                    more than an even cut plus one item overhead (always,
+//                    for a plan without partial slots: ItemCuts)
 //   3. part pieces:  which of a part's first/last items are split, and how many
 //                    partial slots the part needs (0, 1 or 2)
 //   4. slot prefix:  slots[p] = sum_{q<p} pieces(q)
@@ -223,7 +224,7 @@ OPENMLA_HOST_DEVICE int32_t part_containing(const Bound* bounds, int32_t num_par
 // Where the schedule may cut the items' KV blocks into parts.
 enum class ItemCuts : int32_t {
   kEvenCuts,          // even cuts, splitting the items they fall in (plans with forced parts)
-  kWholeItemsIfEven,  // whole items when no part then costs more than an even cut plus one item overhead
+  kWholeItemsIfNoCostlier,  // whole items when no part then costs more than an even cut plus one item overhead
   kWholeItemsOnly,    // every cut at an item start: the plan has no partial slots
 };
 
@@ -231,7 +232,7 @@ enum class ItemCuts : int32_t {
 // query plans of choose_whole_item_parts, and every one-part plan).
 inline ItemCuts item_cuts(const DecodePlan& plan) {
   if (plan.num_slots == 0) return ItemCuts::kWholeItemsOnly;
-  return plan.whole_item_parts ? ItemCuts::kWholeItemsIfEven : ItemCuts::kEvenCuts;
+  return plan.whole_item_parts ? ItemCuts::kWholeItemsIfNoCostlier : ItemCuts::kEvenCuts;
 }
 
 // Build the whole schedule. Threads [0, num_threads) of one block (or one
@@ -264,7 +265,7 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   const int64_t even_cost = (total + active - 1) / active + kItemOverheadBlocks;
   const bool whole_items_only = cuts == ItemCuts::kWholeItemsOnly;
   const bool try_whole_items =
-      whole_items_only || (cuts == ItemCuts::kWholeItemsIfEven && total <= int64_t(num_items) * even_cost);
+      whole_items_only || (cuts == ItemCuts::kWholeItemsIfNoCostlier && total <= int64_t(num_items) * even_cost);
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p <= num_parts; p += num_threads) {
     const int64_t position = p >= active ? total : total * p / active;
@@ -282,7 +283,7 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
         whole_items_fit = whole_items_fit && cost <= even_cost;
       }
     }
-    if (threads_all(whole_items_fit)) {
+    if (whole_items_only || threads_all(whole_items_fit)) {  // the flag is uniform over the block
       OPENMLA_ROLLED_LOOP
       for (int32_t p = thread; p <= num_parts; p += num_threads) out.part_bounds[p] = Bound{out.part_slots[p], 0};
     }

@@ -2,7 +2,6 @@
 #include "openmla/plan.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -85,57 +84,95 @@ int choose_num_parts(int num_q_groups, const DeviceInfo& device, const PlanOptio
   return std::clamp(parts, 1, kMaxParts);
 }
 
+// Up to this many parts of whole items for a long query block; past it the
+// modelled gain is under a percent for the shapes measured (b = 4 to 64).
+constexpr int kMaxWholeItemParts = 16;
+
 // Finish time of a grid of q_groups x parts CTAs, one CTA per SM, when the
 // hardware hands the CTAs (q-group fastest) to the earliest free SM; part p
-// costs part_cost[p]. The SMs are kept as (free time -> count): the durations
-// take few values, so the free times do too, and a run of equal CTAs moves
-// whole groups of SMs at once.
-int64_t modelled_finish(int64_t num_q_groups, const std::vector<int64_t>& part_cost, int num_sms) {
-  std::map<int64_t, int64_t> sms_free_at{{0, num_sms}};
-  for (const int64_t cost : part_cost) {
+// costs part_cost[p]. The SMs are kept as (free time, count) pairs in time
+// order: the durations take few values, so the free times do too, and a run of
+// equal CTAs moves whole groups of SMs at once. -1 when the pairs would not
+// fit the fixed table (the caller then keeps one part).
+int64_t modelled_finish(int64_t num_q_groups, const int64_t* part_cost, int num_parts, int num_sms) {
+  struct FreeAt {
+    int64_t time, count;
+  };
+  constexpr int kMaxTimes = 64;
+  FreeAt free_at[kMaxTimes] = {{0, num_sms}};
+  int num_times = 1;
+  for (int p = 0; p < num_parts; ++p) {
     for (int64_t left = num_q_groups; left > 0;) {
-      const auto earliest = sms_free_at.begin();
-      const int64_t time = earliest->first;
-      const int64_t taken = std::min(left, earliest->second);
-      if ((earliest->second -= taken) == 0) sms_free_at.erase(earliest);
-      sms_free_at[time + cost] += taken;
+      const int64_t time = free_at[0].time;
+      const int64_t taken = std::min(left, free_at[0].count);
       left -= taken;
+      if ((free_at[0].count -= taken) == 0) {  // drop the earliest entry
+        std::copy(free_at + 1, free_at + num_times, free_at);
+        --num_times;
+      }
+      // add `taken` SMs free at time + cost, keeping the table in time order
+      const int64_t done = time + part_cost[p];
+      int at = 0;
+      while (at < num_times && free_at[at].time < done) ++at;
+      if (at < num_times && free_at[at].time == done) {
+        free_at[at].count += taken;
+      } else {
+        if (num_times == kMaxTimes) return -1;
+        std::copy_backward(free_at + at, free_at + num_times, free_at + num_times + 1);
+        free_at[at] = FreeAt{done, taken};
+        ++num_times;
+      }
     }
   }
-  return sms_free_at.rbegin()->first;
+  return free_at[num_times - 1].time;
 }
 
 // Long query blocks: once the q-groups alone pass half the SMs the part count
 // is one, and every CTA walks every item. b = 4, h_q = 128, s_q = 67 on 132
 // SMs makes 134 CTAs of four items each: two rounds of four items for 1.02
-// rounds of work. Parts of whole items make more, shorter CTAs (four parts:
-// 536 CTAs of one item, five rounds of one item) and need no partial slots,
-// so no partial O traffic and no combine. Picks the part count of least
-// modelled finish time with items of equal length, counted in items (the
-// schedule cuts at the same item starts, plan_detail::ItemCuts::kWholeItemsOnly);
-// 1 unless that is at least 10 % sooner than one part: the model leaves out
-// causal rows seeing fewer keys and the L2 (measured: b = 4, s_q = 1024,
-// modelled 63 / 64 rounds, ran 2.7 % slower, about the noise of that case).
-// Shapes only, like every planner choice.
+// rounds of work. Parts of whole items make more, shorter CTAs (three parts
+// of 1, 2 and 1 items: 402 CTAs, done in five rounds of one item) and need no
+// partial slots, so no partial O traffic and no combine. Picks the part count
+// of least modelled finish time (ties: fewer parts) with every item at the
+// longest length, cut where the schedule cuts (plan_detail::build_schedule with
+// ItemCuts::kWholeItemsOnly: each cut at the item start nearest to an even share
+// of the cost); 1 unless that is at least 10 % sooner than one part: the model
+// leaves out causal rows seeing fewer keys and the L2 (measured: b = 4, s_q =
+// 1024, modelled 63 / 64 rounds, ran 2.7 % slower, about the noise of that
+// case). Only up to four rounds of q-groups (s_q <= 264 at h_q = 128 on 132
+// SMs). Shapes only, like every planner choice; a few microseconds at most,
+// no allocation (run() re-plans every call).
 int choose_whole_item_parts(const DecodePlan& plan, const DeviceInfo& device) {
-  constexpr int kMaxWholeItemParts = 16;
-  const int num_sms = device.num_sms;
-  if (2 * int64_t(plan.num_q_groups) <= num_sms) return 1;
+  const int64_t num_sms = device.num_sms, q_groups = plan.num_q_groups, items = plan.num_items;
+  // Past four rounds of q-groups the last round's share is small and the model's
+  // cost grows with the CTA count: one part.
+  if (2 * q_groups <= num_sms || q_groups > 4 * num_sms || items < 2) return 1;
+  const int64_t item_cost = plan_detail::item_cost(plan.lengths.max_length);
+  const int64_t one_part_finish = (q_groups + num_sms - 1) / num_sms * items * item_cost;
+  // No schedule finishes before the work spread evenly over the SMs: stop when even that is not 10 % sooner.
+  const int64_t least_finish = (q_groups * items * item_cost + num_sms - 1) / num_sms;
+  if (10 * least_finish > 9 * one_part_finish) return 1;
   int best_parts = 1;
-  int64_t best_finish = -1, one_part_finish = 0;
-  for (int parts = 1; parts <= std::min(plan.num_items, kMaxWholeItemParts); ++parts) {
-    // The schedule's cuts for equal items: each at the item start nearest to
-    // an even share (ties to the earlier start).
-    std::vector<int64_t> part_cost(static_cast<size_t>(parts));
+  int64_t best_finish = one_part_finish;
+  const int64_t total = items * item_cost;
+  // At most sixteen rounds of CTAs in all: the model's cost stays bounded, and more parts only
+  // shave a tail that is already a small share.
+  const int64_t max_parts = std::min<int64_t>({items, kMaxWholeItemParts, 16 * num_sms / q_groups});
+  for (int parts = 2; parts <= max_parts; ++parts) {
+    int64_t part_cost[kMaxWholeItemParts];
     int64_t begin = 0;
     for (int p = 0; p < parts; ++p) {
-      const int64_t end = (2 * int64_t(plan.num_items) * (p + 1) + parts - 1) / (2 * int64_t(parts));
-      part_cost[size_t(p)] = end - begin;
+      int64_t end = items;
+      if (p + 1 < parts) {  // the schedule's cut: nearest item start to the cost position
+        const int64_t position = total * (p + 1) / parts;
+        const int64_t item = position / item_cost;
+        end = position - item * item_cost <= (item + 1) * item_cost - position ? item : item + 1;
+      }
+      part_cost[p] = (end - begin) * item_cost;
       begin = end;
     }
-    const int64_t finish = modelled_finish(plan.num_q_groups, part_cost, num_sms);
-    if (parts == 1) one_part_finish = finish;
-    if (best_finish < 0 || finish < best_finish) {
+    const int64_t finish = modelled_finish(q_groups, part_cost, parts, int(num_sms));
+    if (finish >= 0 && finish < best_finish) {
       best_finish = finish;
       best_parts = parts;
     }
@@ -152,8 +189,12 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
   }
   plan->num_parts = choose_num_parts(plan->num_q_groups, device, options);
   plan->num_slots = plan->num_parts > 1 ? 2 * (plan->num_parts - 1) : 0;
-  if (plan->num_parts == 1 && options.max_parts == 0 && options.min_parts == 0) {
-    plan->num_parts = choose_whole_item_parts(*plan, device);  // no slots: whole items only
+  // Dense long query blocks (sparse families have at most two q-groups): parts
+  // of whole items, no slots; a part cap still caps them.
+  if (plan->family == PlanFamily::kDenseDecode && plan->num_parts == 1 && options.min_parts == 0 &&
+      options.max_parts != 1) {
+    const int parts = choose_whole_item_parts(*plan, device);
+    plan->num_parts = options.max_parts > 0 ? std::min(parts, options.max_parts) : parts;
   }
   // Forcing parts (tests of the split path) also lets every part take work.
   plan->min_part_cost = options.min_part_cost > 0 ? options.min_part_cost

@@ -282,11 +282,15 @@ std::vector<Case> all_cases() {
   add("split", config(2, 1, 16, 1, 64, false), PlanOptions{.min_parts = 200});
   add("split", config(2, 67, 3, 1, 64, true, DType::kBF16, kHeadDimQK, 500), PlanOptions{.min_parts = 9});
   // Long query blocks: 134 q-groups on 132 SMs take parts of whole requests
-  // (no partial slots, no combine), one of them empty and fully masked.
+  // (no partial slots, no combine); one request is empty (every row masked).
+  // d_qk 512 runs the column-split kernel, 576 the alternate-blocks kernel.
   {
     test::DenseDecodeConfig lq = config(3, 67, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 160);
     lq.seqlens = {150, 0, 90};
     add("long_query", lq);
+    test::DenseDecodeConfig lq512 = config(3, 67, 128, 1, 64, true, DType::kBF16, 512, 160);
+    lq512.seqlens = {0, 130, 77};
+    add("long_query", lq512);
   }
   add("nosplit", config(6, 1, 16, 1, 64, false, DType::kBF16, kHeadDimQK, 900), PlanOptions{.max_parts = 1});
   add("nosplit", config(3, 2, 128, 2, 128, true, DType::kFP16, kHeadDimQK, 500), PlanOptions{.max_parts = 1});
@@ -431,6 +435,8 @@ TEST(DecodeDenseGpuCoverage, CasesReachEveryKernel) {
       {"padded", DecodeKernel::kDenseAlternateBlocks, DType::kBF16},
       {"padded", DecodeKernel::kDenseColumnSplit, DType::kBF16},
       {"split", DecodeKernel::kDenseAlternateBlocks, DType::kBF16},
+      {"long_query", DecodeKernel::kDenseAlternateBlocks, DType::kBF16},
+      {"long_query", DecodeKernel::kDenseColumnSplit, DType::kBF16},
       {"split", DecodeKernel::kDenseColumnSplit, DType::kFP16},
       {"lengths", DecodeKernel::kDenseColumnSplit, DType::kBF16},
       {"cluster", DecodeKernel::kDenseColumnSplitCluster, DType::kFP16},

@@ -58,10 +58,11 @@ TEST(ScheduleGpu, DeviceScheduleMatchesHostBytes) {
     shape.h_q = 1 + int(rng() % 128);
     shape.max_pages_per_seq = 1 + int(rng() % 2000);
     if (invariant) shape.batch = 1 + int(rng() % 500);  // a part per possible chunk: fewer requests
-    // Every sixth trial a long query block: parts of whole requests, no slots.
-    const bool long_query = trial % 6 == 1;
+    // Every sixth trial a long query block: parts of whole requests, no slots
+    // (trial 4: 20000 requests, so the kernel's global-memory scratch path too).
+    const bool long_query = trial % 6 == 4;
     if (long_query) {
-      shape.batch = 2 + int(rng() % 40);
+      shape.batch = trial == 4 ? 20000 : 2 + int(rng() % 40);
       shape.s_q = 40 + int(rng() % 600);
       shape.h_q = 64 + int(rng() % 65);
     }
