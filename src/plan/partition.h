@@ -134,10 +134,16 @@ OPENMLA_HOST_DEVICE Bound bound_at(const int64_t* prefix, int32_t num_items, int
 
 // The item start nearest to a cost position inside `item` (ties go to the
 // earlier start); num_items for positions at or past the end.
+// Whether a cut at cost `position`, inside an item spanning costs [start, end),
+// goes to that item's start (ties too) rather than to the next item's.
+OPENMLA_HOST_DEVICE bool cut_at_item_start(int64_t position, int64_t start, int64_t end) {
+  return position - start <= end - position;
+}
+
 OPENMLA_HOST_DEVICE int32_t nearest_item_start(const int64_t* prefix, int32_t num_items, int32_t item,
                                                int64_t position) {
   if (item >= num_items) return num_items;
-  return position - prefix[item] <= prefix[item + 1] - position ? item : item + 1;
+  return cut_at_item_start(position, prefix[item], prefix[item + 1]) ? item : item + 1;
 }
 
 // Parts that get work: small calls use fewer (see kMinPartCostBlocks).

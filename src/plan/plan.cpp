@@ -163,10 +163,10 @@ int choose_whole_item_parts(const DecodePlan& plan, const DeviceInfo& device) {
     int64_t begin = 0;
     for (int p = 0; p < parts; ++p) {
       int64_t end = items;
-      if (p + 1 < parts) {  // the schedule's cut: nearest item start to the cost position
+      if (p + 1 < parts) {  // the schedule's cut (build_schedule, phase 2) for items of equal cost
         const int64_t position = total * (p + 1) / parts;
         const int64_t item = position / item_cost;
-        end = position - item * item_cost <= (item + 1) * item_cost - position ? item : item + 1;
+        end = plan_detail::cut_at_item_start(position, item * item_cost, (item + 1) * item_cost) ? item : item + 1;
       }
       part_cost[p] = (end - begin) * item_cost;
       begin = end;

@@ -30,12 +30,10 @@ RaisedLimit* find_record(const void* kernel, int device) {
   return nullptr;
 }
 
-constexpr int kDefaultSmemLimit = 48 * 1024;
-
 }  // namespace
 
 Status raise_shared_memory_limit(const char* name, const void* kernel, int smem_bytes) {
-  if (smem_bytes <= kDefaultSmemLimit) return Status::ok();
+  if (smem_bytes <= kDefaultSharedMemoryLimit) return Status::ok();
   int device = 0;
   cudaError_t error = cudaGetDevice(&device);
   if (error != cudaSuccess) {

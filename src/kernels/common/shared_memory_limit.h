@@ -13,6 +13,9 @@
 
 namespace openmla::kernels::common {
 
+// Dynamic shared memory a kernel may use without raising its limit.
+inline constexpr int kDefaultSharedMemoryLimit = 48 * 1024;
+
 // Raises `kernel`'s limit on the current device to at least `smem_bytes`
 // (nothing to do at 48 KiB or below, or when an earlier call raised it as far).
 // `name` prefixes the error. Thread-safe.
@@ -31,7 +34,7 @@ template <class Launch>
 Status launch_with_shared_memory_limit(const char* name, const void* kernel, int smem_bytes, const Launch& launch) {
   OPENMLA_RETURN_IF_ERROR(raise_shared_memory_limit(name, kernel, smem_bytes));
   cudaError_t error = launch();
-  if (error == cudaErrorInvalidValue && smem_bytes > 48 * 1024) {
+  if (error == cudaErrorInvalidValue && smem_bytes > kDefaultSharedMemoryLimit) {
     (void)cudaGetLastError();  // reported by the second launch, not by the next check
     forget_shared_memory_limit(kernel);
     OPENMLA_RETURN_IF_ERROR(raise_shared_memory_limit(name, kernel, smem_bytes));

@@ -82,7 +82,7 @@ Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWo
   const int min_threads = plan.chunk_blocks > 0 ? 64 : 32;
   const int threads = std::min(kMaxThreads, std::max(min_threads, (plan.num_parts + 1 + 31) / 32 * 32));
   // One limit for every call (the kernel's most): raised once, whatever this call's layout needs.
-  const int limit = in_shared && layout.total > 48 * 1024 ? int(kMaxSharedBytes) : 0;
+  const int limit = in_shared && layout.total > common::kDefaultSharedMemoryLimit ? int(kMaxSharedBytes) : 0;
   return common::launch_with_shared_memory_limit(
       "schedule kernel", reinterpret_cast<const void*>(&build_schedule_kernel), limit, [&] {
         build_schedule_kernel<<<1, threads, in_shared ? layout.total : 0, stream>>>(
