@@ -81,10 +81,14 @@ enum class DecodeKernel : int32_t {
   // Sparse FP8, h_q = 128: two 64-head CTAs per part in a cluster, each
   // dequantising half of every block for both.
   kSparseHeadsOnMCtaPair = 6,
+  // 7: retired (kSparsePrefillHeadsOnM, 2026-12-02; kSparsePrefillAlternateBlocks
+  // replaced it).
   // Sparse prefill (BF16 KV rows gathered by index): 64 heads of one query
-  // token on M (the shared heads-on-M consumers; h_q < 64 pads the tile), one
+  // token on M (h_q < 64 pads the tile), the two consumer warpgroups taking
+  // alternate blocks of the token (as kDenseAlternateBlocks), a gather
+  // warpgroup loading each token's Q while the previous token finishes; one
   // CTA per (64-head group, part).
-  kSparsePrefillHeadsOnM = 7,
+  kSparsePrefillAlternateBlocks = 8,
 };
 
 // "dense_column_split", ... (for logs, the bench and error messages).

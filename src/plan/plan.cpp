@@ -307,7 +307,7 @@ const char* decode_kernel_name(DecodeKernel kernel) {
     case DecodeKernel::kSparseHeadsOnN: return "sparse_heads_on_n";
     case DecodeKernel::kSparseHeadsOnM: return "sparse_heads_on_m";
     case DecodeKernel::kSparseHeadsOnMCtaPair: return "sparse_heads_on_m_cta_pair";
-    case DecodeKernel::kSparsePrefillHeadsOnM: return "sparse_prefill_heads_on_m";
+    case DecodeKernel::kSparsePrefillAlternateBlocks: return "sparse_prefill_alternate_blocks";
   }
   return "unknown";
 }
@@ -337,7 +337,7 @@ DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape& shape) {
     decode.h_q = shape.h_q;
     return choose_sparse_kernel(decode);
   }
-  return DecodeKernel::kSparsePrefillHeadsOnM;
+  return DecodeKernel::kSparsePrefillAlternateBlocks;
 }
 
 Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device, DecodePlan* plan,

@@ -204,8 +204,8 @@ void run_on_device(test::SparsePrefillInputs& in, DevicePrefill& dev, const Plan
   ASSERT_OK(plan_sparse_prefill(in.shape, device_info(), &plan, options));
   if (options.max_parts == 1) ASSERT_EQ(plan.num_slots, 0);
   // BF16 kv: the prefill kernel; FP8 cache: the sparse decode kernel of the head count.
-  if (!in.shape.fp8_kv_cache) EXPECT_EQ(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
-  if (in.shape.fp8_kv_cache) EXPECT_NE(plan.kernel, DecodeKernel::kSparsePrefillHeadsOnM);
+  if (!in.shape.fp8_kv_cache) EXPECT_EQ(plan.kernel, DecodeKernel::kSparsePrefillAlternateBlocks);
+  if (in.shape.fp8_kv_cache) EXPECT_NE(plan.kernel, DecodeKernel::kSparsePrefillAlternateBlocks);
   DeviceBuffer<uint8_t> workspace(plan.workspace.total_bytes);
   ASSERT_CUDA(cudaMemset(workspace.ptr, 0xff, plan.workspace.total_bytes));  // stale garbage
   const SparsePrefillParams params = dev.params(in);

@@ -41,6 +41,7 @@
 #include "kernels/sm90/decode_dense/problem.cuh"
 #include "kernels/sm90/decode_dense/producers.cuh"
 #include "kernels/sm90/decode_dense/rows_and_blocks.cuh"
+#include "kernels/sm90/heads_on_m/block_pairs.cuh"
 #include "kernels/sm90/heads_on_m/consumer_steps.cuh"
 #include "kernels/sm90/heads_on_m/epilogue.cuh"
 #include "kernels/sm90/heads_on_m/traits.h"
@@ -54,52 +55,12 @@ inline constexpr int kAlternateCtaThreads = 3 * kWarpgroupThreads;
 inline constexpr int kAlternateTiles = 9;  // 64-column tiles of a 576-wide block
 // Named barriers inside one warpgroup: barrier_ids::kAlternateBlocksWarpgroup0 / 1
 // (kernels/common/named_barriers.h).
-// Between the two consumer warpgroups everything goes through mbarriers (racecheck reported
-// hazards across named barriers shared by the two warpgroups, even around plain bar.sync):
-// one-way hand-offs of 128 arrivals (every thread of the signalling warpgroup releases its own
-// stores), one phase per use, and a two-way barrier of 256 arrivals (all_consumers).
-enum Handoff { kScale0, kScale1, kP0, kP1, kSeIssued, kNumHandoffs };
-
 struct AlternateBlocksExtraStorage {
   uint64_t tile_full[2][kAlternateTiles];  // per buffer and 64-column tile: 1 arrival + 8 KB of TMA
   uint64_t tile_free[2][2];           // per buffer: tiles 0-3 / 4-8 read for the last time (4 warps)
   float row_sum[2][BLOCK_M];          // item end: each warpgroup's quad-reduced row sums
-  uint64_t handoff[kNumHandoffs];     // see Handoff
+  uint64_t handoff[heads_on_m::kNumHandoffs];     // see Handoff
   uint64_t all_consumers;             // both consumer warpgroups, every thread (sync_consumers)
-};
-
-// The part's blocks as a sequence of pairs (even, even + 1) per item; the last
-// pair of an item with an odd block count has no odd block.
-struct BlockPairCursor {
-  int item, even_block, end_block, length;
-  bool valid, has_odd;
-
-  __device__ void start_item(const KernelParams& params, const PartWork& part, int new_item) {
-    item = new_item;
-    const ItemBlocks blocks = item_blocks(params, part, item);
-    even_block = blocks.begin_block;
-    end_block = blocks.end_block;
-    length = blocks.length;
-  }
-  __device__ void settle(const KernelParams& params, const PartWork& part) {
-    while (even_block >= end_block) {
-      if (item + 1 > part.end_item) {
-        valid = false;
-        return;
-      }
-      start_item(params, part, item + 1);
-    }
-    has_odd = even_block + 1 < end_block;
-  }
-  __device__ void first(const KernelParams& params, const PartWork& part) {
-    valid = true;
-    start_item(params, part, part.begin_item);
-    settle(params, part);
-  }
-  __device__ void advance(const KernelParams& params, const PartWork& part) {
-    even_block += 2;
-    settle(params, part);
-  }
 };
 
 template <DType kDType>
@@ -109,6 +70,9 @@ struct AlternateBlocksKernel {
   using SharedStorage = typename T::SharedStorage;
   using Loop = heads_on_m::ConsumerSteps<T>;
   using Problem = DenseProblem<T>;
+  using BlockPairCursor = heads_on_m::BlockPairCursor<Problem>;
+  using Pair = heads_on_m::PairSteps<SharedStorage>;
+  using Handoff = heads_on_m::Handoff;
   // S's RoPE tile with Q from registers.
   using TiledMmaQKRope = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<Element, Element, float,
@@ -214,62 +178,6 @@ struct AlternateBlocksKernel {
     warpgroup_commit_batch();
   }
 
-  // Row max of the block (log2 domain, masked entries -inf), quad-reduced.
-  template <class TensorSRowCol>
-  static __device__ __forceinline__ float block_row_max(const TensorSRowCol& s_rc, int i, float scale_log2) {
-    float m = s_rc(i, 0);
-#pragma unroll
-    for (int j = 1; j < 16; ++j) m = fmaxf(m, s_rc(i, j));
-    return common::quad_allreduce_max(m) * scale_log2;
-  }
-
-  // P = exp2(S scale - max) in place; returns this thread's part of the row sums.
-  template <class TensorSRowCol>
-  static __device__ __forceinline__ void exponentiate(TensorSRowCol& s_rc, float scale_log2, const float (&max)[2],
-                                                      float (&sum)[2]) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float offset = common::max_offset(max[i]);
-      float s = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const float p = common::exp2_approx(fmaf(s_rc(i, j), scale_log2, -offset));
-        s_rc(i, j) = p;
-        s += p;
-      }
-      sum[i] = s;
-    }
-  }
-
-  // The quad leader of each row publishes the row's new max and this warpgroup's factor.
-  static __device__ __forceinline__ void publish_row_state(float* s_max, float* s_scale, const int (&tile_row)[2],
-                                                           const float (&m_new)[2], const float (&scale)[2], int lane) {
-    __syncwarp();
-    if (lane % 4 == 0) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        s_max[tile_row[i]] = m_new[i];
-        s_scale[tile_row[i]] = scale[i];
-      }
-    }
-  }
-
-  static __device__ __forceinline__ void signal(SharedStorage& smem, Handoff h) {
-    common::mbarrier_arrive(&smem.extra.handoff[h]);
-  }
-  // `phases` holds the parity each hand-off's next wait expects, one bit per hand-off.
-  static __device__ __forceinline__ void await(SharedStorage& smem, Handoff h, uint32_t& phases) {
-    common::mbarrier_wait(&smem.extra.handoff[h], (phases >> h) & 1u);
-    phases ^= 1u << h;
-  }
-
-  // Both consumer warpgroups meet here; `phase` is this thread's count of meetings, mod 2.
-  static __device__ __forceinline__ void sync_consumers(SharedStorage& smem, uint32_t& phase) {
-    common::mbarrier_arrive(&smem.extra.all_consumers);
-    common::mbarrier_wait(&smem.extra.all_consumers, phase);
-    phase ^= 1;
-  }
-
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
                              int kv_head, int m_tile, int wg, int thread) {
     using namespace cute;
@@ -307,9 +215,9 @@ struct AlternateBlocksKernel {
       Loop::p_store_addresses(wg == 0 ? smem.p : smem.q + 8 * T::kChunkElems, thread, dst);
       p_dst0 = dst[0];
     }
-    float* const s_max = smem.piece_lse;        // running row max (log2 domain), shared by both warpgroups
-    float* const s_scale0 = smem.row_scale;     // WG0's factor of the pair
-    float* const s_scale1 = smem.row_norm;      // WG1's factor of the pair
+    float* const s_max = smem.piece_lse;  // running row max (log2 domain), shared by both warpgroups
+    // WG0's factor of the pair in row_scale, WG1's in row_norm.
+    const typename Pair::RowState state{s_max, smem.row_scale, smem.row_norm};
 
     BlockPairCursor cur;
     cur.first(params, part);
@@ -328,14 +236,14 @@ struct AlternateBlocksKernel {
       Producers<T>::template gather_q_tile<kAlternateConsumerThreads>(params, smem, item, kv_head, m_tile, all_thread);
       common::cp_async_wait_all();
       common::fence_view_async_shared();
-      sync_consumers(smem, meet_phase);
+      Pair::sync_consumers(smem, meet_phase);
 #pragma unroll
       for (int v = 0; v < size(tSrQ8); ++v) tSrQ8(v) = tSsQ8(v);
       if (wg == 0 && lane % 4 == 0) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) s_max[tile_row[i]] = -INFINITY;
       }
-      sync_consumers(smem, meet_phase);
+      Pair::sync_consumers(smem, meet_phase);
       clear(tOrO);
       float row_sum[2] = {0.0f, 0.0f};
       if (wg == 0) {
@@ -356,21 +264,8 @@ struct AlternateBlocksKernel {
         if (wg == 0) {
           // ---- a. softmax of the even block against the running max
           Problem::mask_scores(mask, smem, 0, tSrS_rc, lane, even);
-          float m_new[2], scale0[2], sum[2];
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const float m_old = s_max[tile_row[i]];
-            m_new[i] = fmaxf(m_old, block_row_max(tSrS_rc, i, params.scale_log2));
-            scale0[i] = common::rescale_factor(m_old, m_new[i]);
-          }
-          publish_row_state(s_max, s_scale0, tile_row, m_new, scale0, lane);
-          signal(smem, kScale0);
-          exponentiate(tSrS_rc, params.scale_log2, m_new, sum);
-#pragma unroll
-          for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * scale0[i] + sum[i];
-#pragma unroll
-          for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
-          common::rescale_rows(tOrO_rc, scale0);
+          Pair::even_softmax(smem, state, tile_row, [&](int i) { return s_max[tile_row[i]]; }, params.scale_log2,
+                             tSrS, tSrP, tSrS_rc, tOrO_rc, row_sum, lane);
           // ---- b. stale V rows of a short block to zero before any P.V reads them
           const int valid_e = block_valid_tokens(cur.length, even);
           if (valid_e < BLOCK_N) {
@@ -383,23 +278,17 @@ struct AlternateBlocksKernel {
           p0_phase ^= 1;
           Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
           common::fence_view_async_shared();
-          signal(smem, kP0);
+          Pair::signal(smem, heads_on_m::kP0);
           // ---- d. O_L += P_e.V_e,L; then K0's tiles 0-3 are free
           Loop::issue_pv_regs(mma_pv_regs, tSrP, smem.kv[0], thread, tOrO);
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
           if (lane == 0) common::mbarrier_arrive(&smem.extra.tile_free[0][0]);
           // ---- e. O_L to the pair's max
-          await(smem, kScale1, phases);
-          float scale1[2];
-#pragma unroll
-          for (int i = 0; i < 2; ++i) scale1[i] = s_scale1[tile_row[i]];
-#pragma unroll
-          for (int i = 0; i < 2; ++i) row_sum[i] *= scale1[i];
-          common::rescale_rows(tOrO_rc, scale1);
+          Pair::even_to_pair_max(smem, state, tile_row, tOrO_rc, row_sum, phases);
           // ---- f. O_L += P_o.V_o,L (P_o from sP1)
           if (cur.has_odd) {
-            await(smem, kP1, phases);
+            Pair::await(smem, heads_on_m::kP1, phases);
             Loop::issue_pv(mma_pv, smem.q + 8 * T::kChunkElems, smem.kv[1], thread, tOrO);
           }
           // ---- g. S of the next even block: tiles 0-3 (reloaded first)
@@ -422,43 +311,19 @@ struct AlternateBlocksKernel {
             phase0 ^= 1;
             // S_e' goes to the tensor pipe before S_o', so this warpgroup's next softmax
             // runs while S_o' is still on the pipe.
-            signal(smem, kSeIssued);
+            Pair::signal(smem, heads_on_m::kSeIssued);
           }
           warpgroup_wait<0>();
           warpgroup_fence_operand(tSrS);
           warpgroup_fence_operand(tOrO);
         } else {
           // ---- a. softmax of the odd block, against the max after the even block
-          await(smem, kScale0, phases);
-          float m_mid[2], scale0[2], scale1[2], sum[2] = {0.0f, 0.0f}, m_new[2];
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            m_mid[i] = s_max[tile_row[i]];
-            scale0[i] = s_scale0[tile_row[i]];
-            m_new[i] = m_mid[i];
-          }
-          if (cur.has_odd) {
-            Problem::mask_scores(mask, smem, 1, tSrS_rc, lane, even + 1);
-#pragma unroll
-            for (int i = 0; i < 2; ++i) m_new[i] = fmaxf(m_mid[i], block_row_max(tSrS_rc, i, params.scale_log2));
-          }
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            scale1[i] = cur.has_odd ? common::rescale_factor(m_mid[i], m_new[i]) : 1.0f;
-          }
-          publish_row_state(s_max, s_scale1, tile_row, m_new, scale1, lane);
-          signal(smem, kScale1);
-          float factor[2];
-#pragma unroll
-          for (int i = 0; i < 2; ++i) factor[i] = scale0[i] * scale1[i];
-          if (cur.has_odd) exponentiate(tSrS_rc, params.scale_log2, m_new, sum);
-#pragma unroll
-          for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * factor[i] + sum[i];
-          // P_e in sP0 is relative to the even block's max: O_R joins it there, and moves to the
-          // pair's max (scale1) after P_e.V_e,R, which is rare past a sequence's first blocks.
-          common::rescale_rows(tOrO_rc, scale0);
+          float m_new[2], scale1[2];
+          Pair::odd_softmax(
+              smem, state, tile_row, cur.has_odd, [&] { Problem::mask_scores(mask, smem, 1, tSrS_rc, lane, even + 1); },
+              params.scale_log2, tSrS_rc, tOrO_rc, row_sum, m_new, scale1, phases, lane);
           // ---- b. O_R += P_e.V_e,R before P_o.V_o,R, so K0's tiles 4-8 are freed one P.V earlier
-          await(smem, kP0, phases);
+          Pair::await(smem, heads_on_m::kP0, phases);
           Loop::issue_pv(mma_pv, smem.p, smem.kv[0] + T::kVHalfOffset, thread, tOrO);
           // ---- c. P_o -> sP1, O_R to the pair's max, O_R += P_o.V_o,R
           if (cur.has_odd) {
@@ -472,7 +337,7 @@ struct AlternateBlocksKernel {
             }
             Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
             common::fence_view_async_shared();
-            signal(smem, kP1);
+            Pair::signal(smem, heads_on_m::kP1);
             // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so
             // all four warps must take the same branch (compute-sanitizer synccheck:
             // "mismatching warpgroup instruction pc between warps" with a warp vote).
@@ -494,7 +359,7 @@ struct AlternateBlocksKernel {
           warpgroup_fence_operand(tOrO);
           if (lane == 0) common::mbarrier_arrive(&smem.extra.tile_free[1][1]);
           // ---- e. S of the next odd block, in the order its tiles were freed
-          if (same_item) await(smem, kSeIssued, phases);
+          if (same_item) Pair::await(smem, heads_on_m::kSeIssued, phases);
           if (same_item && nxt.has_odd) {
             issue_s_tiles(smem, 1, phase1, 4, 8, true, tSrS, tSrQ8, thread);
             issue_s_tiles(smem, 1, phase1, 0, 3, false, tSrS, tSrQ8, thread);
@@ -508,16 +373,10 @@ struct AlternateBlocksKernel {
       }
 
       // ---- item end: both halves' row sums, then each warpgroup stores its O half
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        row_sum[i] = common::quad_allreduce_sum(row_sum[i]);
-        if (lane % 4 == 0) smem.extra.row_sum[wg][tile_row[i]] = row_sum[i];
-      }
-      sync_consumers(smem, meet_phase);
       float total[2], norm[2], final_max[2];
+      Pair::total_row_sums(smem, wg, tile_row, row_sum, meet_phase, lane, total);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        total[i] = smem.extra.row_sum[0][tile_row[i]] + smem.extra.row_sum[1][tile_row[i]];
         final_max[i] = s_max[tile_row[i]];
         norm[i] = Problem::row_norm(params, item, blocks, rows[i], final_max[i], total[i]);
       }
@@ -534,7 +393,7 @@ struct AlternateBlocksKernel {
       }
       if (wg == 0) Epilogue::store_lse(params, item, blocks, rows, final_max, total, lane);
       // Q, sP1 and the row state are rewritten by the next item.
-      sync_consumers(smem, meet_phase);
+      Pair::sync_consumers(smem, meet_phase);
       cur.advance(params, part);
     }
   }
@@ -561,7 +420,7 @@ __global__ void __launch_bounds__(kAlternateCtaThreads, 1) decode_dense_alternat
       for (int g = 0; g < 2; ++g) common::mbarrier_init(&smem.extra.tile_free[b][g], kWarpgroupThreads / 32);
     }
     common::mbarrier_init(&smem.p_empty, kWarpgroupThreads / 32);  // sP0 free: WG1's warps after P_e.V_e,R
-    for (int h = 0; h < kNumHandoffs; ++h) common::mbarrier_init(&smem.extra.handoff[h], kWarpgroupThreads);
+    for (int h = 0; h < heads_on_m::kNumHandoffs; ++h) common::mbarrier_init(&smem.extra.handoff[h], kWarpgroupThreads);
     common::mbarrier_init(&smem.extra.all_consumers, kAlternateConsumerThreads);
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);

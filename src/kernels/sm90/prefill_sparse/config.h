@@ -1,5 +1,5 @@
 // Constants, warp roles and the kernel's parameter block of the sm90 sparse
-// prefill kernel (DecodeKernel::kSparsePrefillHeadsOnM). Host-and-device; no
+// prefill kernel (DecodeKernel::kSparsePrefillAlternateBlocks). Host-and-device; no
 // CuTe here so launch.cu stays light. Design: docs/kernels/prefill_sparse.md.
 #pragma once
 
@@ -17,27 +17,23 @@ namespace openmla::kernels::prefill_sparse {
 
 // ---- tiles ------------------------------------------------------------------------------
 // The shared heads-on-M tile (heads_on_m/): 64 heads of one query token on M,
-// 64 gathered KV rows a stage, two stages.
+// 64 gathered KV rows a block, two block buffers.
 inline constexpr int kHeadsPerCta = heads_on_m::BLOCK_M;  // 64
-inline constexpr int BLOCK_N = heads_on_m::BLOCK_N;       // KV rows (index positions) per stage
-inline constexpr int kNumStages = 2;
+inline constexpr int BLOCK_N = heads_on_m::BLOCK_N;       // KV rows (index positions) per block
 static_assert(kHeadsPerCta == kSparseHeadsOnMHeadsPerCta, "the planner's q-groups are the kernel's CTAs");
 
 // ---- warp roles ---------------------------------------------------------------------------
-// warpgroup 0: producer. Warp w gathers rows [16 w, 16 w + 16) of every block
+// warpgroups 0, 1: the consumers, taking alternate blocks of a token.
+// warpgroup 2: the gather. Warp w owns rows [16 w, 16 w + 16) of every block
 //              (indices -> 16-byte cp.async of the BF16 rows) and copies a
-//              quarter of Q per item.
-// warpgroups 1, 2: the heads-on-M consumers (heads_on_m/consumers.cuh).
+//              quarter of Q per token.
 inline constexpr int kWarpSize = 32;
 inline constexpr int kWarpgroupThreads = heads_on_m::kWarpgroupThreads;
 inline constexpr int kWarpsPerWarpgroup = kWarpgroupThreads / kWarpSize;
 inline constexpr int kRowsPerProducerWarp = BLOCK_N / kWarpsPerWarpgroup;  // 16
-// setmaxnreg after the role split. NOTE: the sum stays within the entry
-// allocation (168 x 3 for 384 threads at one CTA per SM).
+// Registers per thread at launch (384 threads, one CTA per SM); setmaxnreg
+// after the role split stays within 3 x this.
 inline constexpr int kEntryRegs = 168;
-inline constexpr int kProducerRegs = 40;  // as the dense column-split producer
-inline constexpr int kConsumerRegs = (heads_on_m::kNumWarpgroups * kEntryRegs - kProducerRegs) / 2;  // 232
-static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg takes multiples of 8 up to 256");
 
 // ---- kernel parameters -------------------------------------------------------------------
 struct KernelParams {
@@ -69,8 +65,8 @@ struct KernelParams {
   int h_q;
 };
 
-// One instantiation per d_qk: instantiations/d576.cu, d512.cu. Grid (q-groups, parts).
-Status launch_d576(const KernelParams& params, dim3 grid, cudaStream_t stream);
-Status launch_d512(const KernelParams& params, dim3 grid, cudaStream_t stream);
+// Grid (q-groups, parts); one instantiation per d_qk (instantiations/).
+Status launch_alternate_blocks_d576(const KernelParams& params, dim3 grid, cudaStream_t stream);
+Status launch_alternate_blocks_d512(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::prefill_sparse

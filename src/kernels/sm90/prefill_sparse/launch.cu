@@ -15,7 +15,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 Status launch(const SparsePrefillParams& params, const DecodePlan& plan, const PartWork* parts, float* partial_o,
               float* partial_lse, float* partial_max, cudaStream_t stream) {
   const SparsePrefillShape& shape = params.shape;
-  if (plan.kernel != DecodeKernel::kSparsePrefillHeadsOnM || plan.num_q_groups != sparse_prefill_q_groups(shape.h_q)) {
+  if (plan.kernel != DecodeKernel::kSparsePrefillAlternateBlocks ||
+      plan.num_q_groups != sparse_prefill_q_groups(shape.h_q)) {
     return Status::invalid_argument("sparse_prefill_run: argument 'plan' names kernel " +
                                     std::string(decode_kernel_name(plan.kernel)) + " with " +
                                     std::to_string(plan.num_q_groups) +
@@ -47,7 +48,8 @@ Status launch(const SparsePrefillParams& params, const DecodePlan& plan, const P
   kp.h_q = shape.h_q;
 
   const dim3 grid(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
-  return shape.d_qk == kHeadDimQK ? launch_d576(kp, grid, stream) : launch_d512(kp, grid, stream);
+  return shape.d_qk == kHeadDimQK ? launch_alternate_blocks_d576(kp, grid, stream)
+                                  : launch_alternate_blocks_d512(kp, grid, stream);
 }
 
 }  // namespace openmla::kernels::prefill_sparse

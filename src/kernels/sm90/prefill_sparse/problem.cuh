@@ -1,8 +1,8 @@
-// PrefillProblem: the sparse prefill call as a Problem of the shared heads-on-M
-// consumer warpgroups (the contract: heads_on_m/problem.cuh). Item = query
+// PrefillProblem: the sparse prefill call as a Problem of the heads-on-M tile
+// (the contract: heads_on_m/problem.cuh). Item = query
 // token; tile row r = head 64 q_group + r (rows past h_q pad the tile and are
 // never written); a block's invalid columns come from the producer's validity
-// bits; the attention sink is folded into the final row factor; the row max
+// bits (the gather warpgroup's); the attention sink is folded into the final row factor; the row max
 // of the scaled logits goes to max_logits (or partial_max for a split token).
 #pragma once
 
@@ -15,7 +15,7 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/sm90/heads_on_m/problem.cuh"
 #include "kernels/sm90/prefill_sparse/config.h"
-#include "kernels/sm90/prefill_sparse/producer.cuh"
+#include "kernels/sm90/prefill_sparse/gather.cuh"
 #include "openmla/schedule.h"
 
 namespace openmla::kernels::prefill_sparse {

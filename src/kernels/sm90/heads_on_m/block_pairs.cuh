@@ -1,0 +1,224 @@
+// The alternate-blocks scheme's shared pieces: an item's blocks walked in pairs
+// (even block to the first consumer warpgroup, odd to the second), the per-pair
+// softmax steps and the mbarrier hand-offs between the two warpgroups. Used by
+// decode_dense/alternate_blocks_kernel.cuh and
+// prefill_sparse/alternate_blocks_kernel.cuh (the per-pair protocol is written
+// out in the first).
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/barriers.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/sm90/heads_on_m/problem.cuh"
+#include "openmla/schedule.h"
+
+namespace openmla::kernels::heads_on_m {
+
+// Between the two consumer warpgroups everything goes through mbarriers (racecheck reported
+// hazards across named barriers shared by the two warpgroups, even around plain bar.sync):
+// one-way hand-offs of 128 arrivals (every thread of the signalling warpgroup releases its own
+// stores), one phase per use, and a two-way barrier of 256 arrivals (all_consumers).
+enum Handoff { kScale0, kScale1, kP0, kP1, kSeIssued, kNumHandoffs };
+
+// The part's blocks as a sequence of pairs (even, even + 1) per item; the last
+// pair of an item with an odd block count has no odd block.
+template <class Problem>
+struct BlockPairCursor {
+  int item, even_block, end_block, length;
+  bool valid, has_odd;
+
+  __device__ void start_item(const typename Problem::Params& params, const PartWork& part, int new_item) {
+    item = new_item;
+    const ItemBlocks blocks = Problem::item_blocks(params, part, item);
+    even_block = blocks.begin_block;
+    end_block = blocks.end_block;
+    length = blocks.length;
+  }
+  __device__ void settle(const typename Problem::Params& params, const PartWork& part) {
+    while (even_block >= end_block) {
+      if (item + 1 > part.end_item) {
+        valid = false;
+        return;
+      }
+      start_item(params, part, item + 1);
+    }
+    has_odd = even_block + 1 < end_block;
+  }
+  __device__ void first(const typename Problem::Params& params, const PartWork& part) {
+    valid = true;
+    start_item(params, part, part.begin_item);
+    settle(params, part);
+  }
+  __device__ void advance(const typename Problem::Params& params, const PartWork& part) {
+    even_block += 2;
+    settle(params, part);
+  }
+};
+
+// One consumer warpgroup's steps of a pair. SharedStorage::extra holds
+// handoff[kNumHandoffs] (128 arrivals each), all_consumers (256) and
+// row_sum[2][64] (each warpgroup's row sums at an item's end).
+template <class SharedStorage>
+struct PairSteps {
+  // Row max of the block (log2 domain, masked entries -inf), quad-reduced.
+  template <class TensorSRowCol>
+  static __device__ __forceinline__ float block_row_max(const TensorSRowCol& s_rc, int i, float scale_log2) {
+    float m = s_rc(i, 0);
+#pragma unroll
+    for (int j = 1; j < 16; ++j) m = fmaxf(m, s_rc(i, j));
+    return common::quad_allreduce_max(m) * scale_log2;
+  }
+
+  // P = exp2(S scale - max) in place; returns this thread's part of the row sums.
+  template <class TensorSRowCol>
+  static __device__ __forceinline__ void exponentiate(TensorSRowCol& s_rc, float scale_log2, const float (&max)[2],
+                                                      float (&sum)[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float offset = common::max_offset(max[i]);
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const float p = common::exp2_approx(fmaf(s_rc(i, j), scale_log2, -offset));
+        s_rc(i, j) = p;
+        s += p;
+      }
+      sum[i] = s;
+    }
+  }
+
+  // The quad leader of each row publishes the row's new max and this warpgroup's factor.
+  static __device__ __forceinline__ void publish_row_state(float* s_max, float* s_scale, const int (&tile_row)[2],
+                                                           const float (&m_new)[2], const float (&scale)[2], int lane) {
+    __syncwarp();
+    if (lane % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        s_max[tile_row[i]] = m_new[i];
+        s_scale[tile_row[i]] = scale[i];
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void signal(SharedStorage& smem, Handoff h) {
+    common::mbarrier_arrive(&smem.extra.handoff[h]);
+  }
+  // `phases` holds the parity each hand-off's next wait expects, one bit per hand-off.
+  static __device__ __forceinline__ void await(SharedStorage& smem, Handoff h, uint32_t& phases) {
+    common::mbarrier_wait(&smem.extra.handoff[h], (phases >> h) & 1u);
+    phases ^= 1u << h;
+  }
+
+  // The row state both warpgroups share (shared memory): the running row max (log2 domain) and
+  // each warpgroup's factor of the current pair.
+  struct RowState {
+    float* max;
+    float* scale0;
+    float* scale1;
+  };
+
+  // WG0, step a: softmax of the even block (masked) against m_old(i) [kScale0]; P_e -> tSrP, the
+  // row sums and O_L moved to the block's max.
+  template <class OldMax, class TensorS, class TensorP, class TensorSRowCol, class TensorORowCol>
+  static __device__ __forceinline__ void even_softmax(SharedStorage& smem, const RowState& state,
+                                                      const int (&tile_row)[2], const OldMax& m_old_of,
+                                                      float scale_log2, TensorS& tSrS, TensorP& tSrP,
+                                                      TensorSRowCol& tSrS_rc, TensorORowCol& tOrO_rc,
+                                                      float (&row_sum)[2], int lane) {
+    using Element = typename TensorP::value_type;
+    float m_new[2], scale0[2], sum[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float m_old = m_old_of(i);
+      m_new[i] = fmaxf(m_old, block_row_max(tSrS_rc, i, scale_log2));
+      scale0[i] = common::rescale_factor(m_old, m_new[i]);
+    }
+    publish_row_state(state.max, state.scale0, tile_row, m_new, scale0, lane);
+    signal(smem, kScale0);
+    exponentiate(tSrS_rc, scale_log2, m_new, sum);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * scale0[i] + sum[i];
+#pragma unroll
+    for (int v = 0; v < cute::size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
+    common::rescale_rows(tOrO_rc, scale0);
+  }
+
+  // WG1, step a: softmax of the odd block (mask_odd() masks it; none when !has_odd) against the
+  // max after the even block [kScale1]; the row sums and O_R moved to the even block's max (P_e
+  // in sP0 is relative to it: O_R moves on to the pair's max, scale1, after P_e.V_e,R, which is
+  // rare past a sequence's first blocks). m_new: the pair's max; scale1: WG1's factor.
+  template <class MaskOdd, class TensorSRowCol, class TensorORowCol>
+  static __device__ __forceinline__ void odd_softmax(SharedStorage& smem, const RowState& state,
+                                                     const int (&tile_row)[2], bool has_odd, const MaskOdd& mask_odd,
+                                                     float scale_log2, TensorSRowCol& tSrS_rc, TensorORowCol& tOrO_rc,
+                                                     float (&row_sum)[2], float (&m_new)[2], float (&scale1)[2],
+                                                     uint32_t& phases, int lane) {
+    await(smem, kScale0, phases);
+    float m_mid[2], scale0[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      m_mid[i] = state.max[tile_row[i]];
+      scale0[i] = state.scale0[tile_row[i]];
+      m_new[i] = m_mid[i];
+    }
+    if (has_odd) {
+      mask_odd();
+#pragma unroll
+      for (int i = 0; i < 2; ++i) m_new[i] = fmaxf(m_mid[i], block_row_max(tSrS_rc, i, scale_log2));
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      scale1[i] = has_odd ? common::rescale_factor(m_mid[i], m_new[i]) : 1.0f;
+    }
+    publish_row_state(state.max, state.scale1, tile_row, m_new, scale1, lane);
+    signal(smem, kScale1);
+    float factor[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) factor[i] = scale0[i] * scale1[i];
+    if (has_odd) exponentiate(tSrS_rc, scale_log2, m_new, sum);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * factor[i] + sum[i];
+    common::rescale_rows(tOrO_rc, scale0);
+  }
+
+  // WG0, step e: the row sums and O_L to the pair's max (WG1's factor) [waits for kScale1].
+  template <class TensorORowCol>
+  static __device__ __forceinline__ void even_to_pair_max(SharedStorage& smem, const RowState& state,
+                                                          const int (&tile_row)[2], TensorORowCol& tOrO_rc,
+                                                          float (&row_sum)[2], uint32_t& phases) {
+    await(smem, kScale1, phases);
+    float scale1[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) scale1[i] = state.scale1[tile_row[i]];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) row_sum[i] *= scale1[i];
+    common::rescale_rows(tOrO_rc, scale1);
+  }
+
+  // Item end: both warpgroups' row sums (quad-reduced, through smem.extra.row_sum) -> total.
+  static __device__ __forceinline__ void total_row_sums(SharedStorage& smem, int wg, const int (&tile_row)[2],
+                                                        float (&row_sum)[2], uint32_t& meet_phase, int lane,
+                                                        float (&total)[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      row_sum[i] = common::quad_allreduce_sum(row_sum[i]);
+      if (lane % 4 == 0) smem.extra.row_sum[wg][tile_row[i]] = row_sum[i];
+    }
+    sync_consumers(smem, meet_phase);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) total[i] = smem.extra.row_sum[0][tile_row[i]] + smem.extra.row_sum[1][tile_row[i]];
+  }
+
+  // Both consumer warpgroups meet here; `phase` is this thread's count of meetings, mod 2.
+  static __device__ __forceinline__ void sync_consumers(SharedStorage& smem, uint32_t& phase) {
+    common::mbarrier_arrive(&smem.extra.all_consumers);
+    common::mbarrier_wait(&smem.extra.all_consumers, phase);
+    phase ^= 1;
+  }
+};
+
+}  // namespace openmla::kernels::heads_on_m

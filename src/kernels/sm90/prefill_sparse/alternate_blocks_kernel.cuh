@@ -1,0 +1,510 @@
+// sm90 sparse prefill, the alternate-blocks kernel
+// (DecodeKernel::kSparsePrefillAlternateBlocks): a token's blocks are
+// processed in pairs, the two consumer warpgroups taking alternate blocks (the
+// hand-offs of decode_dense/alternate_blocks_kernel.cuh), and a gather
+// warpgroup loads each half of a block as soon as its last reader freed it,
+// and each token's Q as soon as the previous token's last S retired.
+// Design and measurements: docs/kernels/prefill_sparse.md.
+//
+// Roles (384 threads):
+//   WG0 owns the even block of a pair (buffer K0) and O[:, 0:256);
+//   WG1 owns the odd block (buffer K1) and O[:, 256:512);
+//   WG2 gathers: warp w copies rows [16 w, 16 w + 16) of every block, each
+//       half (tiles 0-3 = V's left half, tiles 4.. = the rest) on its own
+//       barrier, in the order the consumers free them; and Q per token.
+// Per pair (e = even block in K0, o = odd block in K1), with the hand-off each
+// step signals in brackets:
+//   WG0  softmax(S_e) against the running max m -> m_e, scale0        [kScale0]
+//        P_e relative to m_e -> sP0                                   [kP0]
+//        O_L = O_L scale0 + P_e.V_e,L                     (K0 tiles 0-3 free)
+//   WG1  softmax(S_o) against m_e -> m_o, scale1                       [kScale1]
+//        O_R = O_R scale0 + sP0.V_e,R                     (K0 tiles 4.. free)
+//        P_o -> sP1                                                     [kP1]
+//        O_R = O_R scale1 + P_o.V_o,R                     (K1 tiles 4.. free)
+//   WG0  O_L = O_L scale1 + sP1.V_o,L                     (K1 tiles 0-3, sP1 free)
+//        S(next e): tiles 0-3, then 4..                                [kSeIssued]
+//   WG1  S(next o): tiles 4.., then 0-3 (the order they were freed)
+// Shared memory is the heads-on-M plan (Q, two 64-row buffers, one P tile):
+// sP1 is the plan's P tile; sP0 is K0's RoPE tile at d_qk = 576 (read only by
+// S_e, which retired before P_e is written, and reloaded only after the last
+// reader of sP0 freed K0's right half), a tile of its own at 512.
+// Q stays in shared memory for the whole token, so the gather warpgroup loads
+// the next token's Q while the current token's last pair runs.
+// Invalid rows were zero-filled by the gather and are masked by their
+// validity bits (PrefillProblem), so no tail rows are zeroed here.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <cmath>
+
+#include "kernels/common/barriers.cuh"
+#include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/named_barriers.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/prologue.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/sm90/heads_on_m/block_pairs.cuh"
+#include "kernels/sm90/heads_on_m/consumer_steps.cuh"
+#include "kernels/sm90/heads_on_m/epilogue.cuh"
+#include "kernels/sm90/heads_on_m/problem.cuh"
+#include "kernels/sm90/heads_on_m/traits.h"
+#include "kernels/sm90/prefill_sparse/config.h"
+#include "kernels/sm90/prefill_sparse/gather.cuh"
+#include "kernels/sm90/prefill_sparse/problem.cuh"
+
+namespace openmla::kernels::prefill_sparse {
+
+using heads_on_m::BLOCK_M;
+using heads_on_m::kChunkCols;
+using heads_on_m::HEAD_DIM_V_HALF;
+using heads_on_m::ItemBlocks;
+using heads_on_m::QueryRow;
+
+inline constexpr int kAlternateConsumerThreads = 2 * kWarpgroupThreads;
+inline constexpr int kAlternateCtaThreads = 3 * kWarpgroupThreads;
+inline constexpr int kAlternateLeftTiles = 4;  // tiles 0-3: V's left half; the rest: V's right half (+ RoPE)
+// setmaxnreg: the gather warpgroup gives back what the two consumers take (sum <= 3 x 168).
+inline constexpr int kAlternateLoaderRegs = 56;
+inline constexpr int kAlternateConsumerRegs = 224;
+static_assert(kAlternateLoaderRegs + 2 * kAlternateConsumerRegs <= 3 * kEntryRegs, "setmaxnreg budget");
+
+struct AlternateBlocksBarriers {
+  // Bit r of buffer b's 64-bit word: row r holds a counted, in-range kv row (PrefillProblem's
+  // column mask); 16 bits per gather warp.
+  alignas(8) uint16_t stage_valid[2][kWarpsPerWarpgroup];
+  // Per buffer and half (tiles 0-3 / 4..): 128 cp.async arrivals (.noinc), plus, for half b of
+  // buffer b, the 4 gather warps' validity-bit writers (AlternateBlocksKernel::gather_half).
+  uint64_t half_full[2][2];
+  uint64_t tile_free[2][2];        // per buffer: tiles 0-3 / 4.. read for the last time (128 threads)
+  float row_sum[2][BLOCK_M];       // token end: each warpgroup's quad-reduced row sums
+  uint64_t handoff[heads_on_m::kNumHandoffs];  // see heads_on_m::Handoff
+  uint64_t all_consumers;          // both consumer warpgroups, every thread (sync_consumers)
+};
+// d_qk = 512 has no RoPE tile to hold sP0: it gets a tile of its own.
+template <bool kOwnP0>
+struct AlternateBlocksExtraStorage : AlternateBlocksBarriers {};
+template <>
+struct AlternateBlocksExtraStorage<true> : AlternateBlocksBarriers {
+  alignas(1024) uint16_t p0[BLOCK_M * BLOCK_N];  // SmemLayoutP
+};
+
+template <int kHeadDimQK>
+struct AlternateBlocksKernel {
+  static constexpr bool kP0InRopeTile = kHeadDimQK == 576;
+  using T = heads_on_m::Traits<DType::kBF16, kHeadDimQK, 2, AlternateBlocksExtraStorage<!kP0InRopeTile>>;
+  using Element = typename T::Element;
+  using SharedStorage = typename T::SharedStorage;
+  using Loop = heads_on_m::ConsumerSteps<T>;
+  using Problem = PrefillProblem<T>;
+  using Gather = RowGather<T>;
+  using BlockPairCursor = heads_on_m::BlockPairCursor<Problem>;
+  using Pair = heads_on_m::PairSteps<SharedStorage>;
+  using Handoff = heads_on_m::Handoff;
+  static constexpr int kTiles = T::kNumChunks;  // 9 or 8 tiles of 64 columns
+
+  // sP0: K0's RoPE tile (d_qk 576) or its own tile.
+  static __device__ __forceinline__ Element* p0_tile(SharedStorage& smem) {
+    if constexpr (kP0InRopeTile) {
+      return smem.kv[0] + 8 * T::kChunkElems;
+    } else {
+      return reinterpret_cast<Element*>(smem.extra.p0);
+    }
+  }
+
+  // ---- the gather warpgroup --------------------------------------------------------------------
+  // Lane l of warp w copies 16-byte unit l % 8 of every 64-column tile of the rows
+  // 16 w + l / 8 + 4 i (i < 4) of a block: one warp instruction reads 128 contiguous bytes of
+  // four rows, and every copy's addresses are a register plus a constant. NOTE: a gather that
+  // formed each row's addresses in a loop (a warp per row, 512 bytes an instruction) measured
+  // 0.67-0.74x FlashMLA against 0.89-0.98x for this one (docs/performance.md, session 22).
+  struct LoaderRows {
+    const uint16_t* src[4];  // row i: this lane's unit of tile 0 (params.kv when the row is invalid)
+    uint32_t valid;          // bit i: row i holds a counted, in-range kv row
+  };
+
+  // The lane's rows of `block` of the cursor's token (none valid past the token's blocks).
+  static __device__ __forceinline__ LoaderRows loader_rows(const KernelParams& params, const BlockPairCursor& cur,
+                                                           int block, int first_row, int lane) {
+    LoaderRows rows;
+    rows.valid = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t offset =
+          block < cur.end_block
+              ? Gather::row_offset(params, Gather::block_index(params, cur.item, cur.length, block, first_row + 4 * i))
+              : -1;
+      rows.src[i] = params.kv + (offset >= 0 ? offset : 0) + 8 * (lane % 8);
+      rows.valid |= uint32_t(offset >= 0) << i;
+    }
+    return rows;
+  }
+
+  // Half `kHalf` (0: tiles 0-3, 1: the rest) of this lane's rows into buffer `buf`, then one
+  // arrival per thread once its copies land. dst_row[p]: the lane's byte offset in a buffer of
+  // row 16 w + l / 8 + 4 i for i % 2 == p, less 512 i (the 128B swizzle of rows r and r + 8 is
+  // the same). The half that the buffer's own warpgroup frees (buffer b: half b) first publishes
+  // the rows' validity: that warpgroup reads the bits (its mask) before it frees that half, so
+  // the rewrite is ordered after the read.
+  template <int kHalf>
+  static __device__ __forceinline__ void gather_half(SharedStorage& smem, int buf, const LoaderRows& rows,
+                                                     const uint32_t (&dst_row)[2], int warp, int lane) {
+    constexpr int kTileBegin = kHalf == 0 ? 0 : kAlternateLeftTiles;
+    constexpr int kTileEnd = kHalf == 0 ? kAlternateLeftTiles : kTiles;
+    constexpr uint32_t kChunkBytes = uint32_t(T::kChunkElems) * sizeof(Element);
+    if (buf == kHalf) {
+      uint32_t bits = 0;  // bit j + 4 i: row 16 w + j + 4 i
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t b = __ballot_sync(0xffffffffu, (rows.valid >> i) & 1u);  // lanes 8 j
+        bits |= ((b & 1u) | ((b >> 7) & 2u) | ((b >> 14) & 4u) | ((b >> 21) & 8u)) << (4 * i);
+      }
+      if (lane == 0) {
+        smem.extra.stage_valid[buf][warp] = uint16_t(bits);
+        common::mbarrier_arrive(&smem.extra.half_full[buf][kHalf]);
+      }
+    }
+    const uint32_t base = common::smem_u32(smem.kv[buf]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const bool valid = (rows.valid >> i) & 1u;
+      const uint32_t dst = base + dst_row[i % 2] + uint32_t(i) * 4 * T::kRowBytes;
+#pragma unroll
+      for (int t = kTileBegin; t < kTileEnd; ++t) {
+        common::cp_async_16_zfill(dst + uint32_t(t) * kChunkBytes, rows.src[i] + t * kChunkCols, valid);
+      }
+    }
+    common::cp_async_arrive_noinc(&smem.extra.half_full[buf][kHalf]);
+  }
+
+  // Q of `token` (heads >= h_q zero-filled): this warp's 16 rows, one arrival per thread on q_full.
+  static __device__ __forceinline__ void gather_q(const KernelParams& params, SharedStorage& smem, int token,
+                                                  int q_group, int warp, int lane) {
+    const int head = q_group * kHeadsPerCta + warp * kRowsPerProducerWarp + lane;
+    const int64_t q_offset = lane < kRowsPerProducerWarp && head < params.h_q
+                                 ? int64_t(token) * params.q_stride_s + int64_t(head) * params.q_stride_h
+                                 : -1;
+    Gather::copy_rows(params.q, q_offset, common::smem_u32(smem.q), warp * kRowsPerProducerWarp, lane);
+    common::cp_async_arrive_noinc(&smem.q_full);
+  }
+
+  // Every pair of the part: the first at once, then each following pair's halves as the
+  // consumers release the current pair's, in the order they are released (K0 tiles 0-3, K0 4..,
+  // K1 4.., K1 0-3); a new token's Q before its first pair, once the consumers' last S of the
+  // previous token retired.
+  static __device__ void run_loader(const KernelParams& params, const PartWork& part, SharedStorage& smem,
+                                    int q_group, int thread) {
+    const int warp = thread / kWarpSize;
+    const int lane = thread % kWarpSize;
+    const int first_row = warp * kRowsPerProducerWarp + lane / 8;
+    const uint32_t unit = uint32_t((lane % 8) ^ (lane / 8));  // 128B swizzle of rows first_row + 8 k
+    const uint32_t dst_row[2] = {uint32_t(first_row) * T::kRowBytes + (unit << 4),
+                                 uint32_t(first_row) * T::kRowBytes + ((unit ^ 4u) << 4)};
+    BlockPairCursor cur;
+    cur.first(params, part);
+    if (!cur.valid) return;
+    gather_q(params, smem, cur.item, q_group, warp, lane);
+    LoaderRows even = loader_rows(params, cur, cur.even_block, first_row, lane);
+    LoaderRows odd = loader_rows(params, cur, cur.even_block + 1, first_row, lane);
+    gather_half<0>(smem, 0, even, dst_row, warp, lane);
+    gather_half<1>(smem, 0, even, dst_row, warp, lane);
+    if (cur.has_odd) {
+      gather_half<1>(smem, 1, odd, dst_row, warp, lane);
+      gather_half<0>(smem, 1, odd, dst_row, warp, lane);
+    }
+    uint32_t phase = 0;
+    uint32_t q_phase = 0;
+    for (;;) {
+      BlockPairCursor nxt = cur;
+      nxt.advance(params, part);
+      if (!nxt.valid) break;
+      even = loader_rows(params, nxt, nxt.even_block, first_row, lane);
+      odd = loader_rows(params, nxt, nxt.even_block + 1, first_row, lane);
+      if (nxt.item != cur.item) {
+        common::mbarrier_wait(&smem.q_empty, q_phase);
+        q_phase ^= 1;
+        gather_q(params, smem, nxt.item, q_group, warp, lane);
+      }
+      common::mbarrier_wait(&smem.extra.tile_free[0][0], phase);
+      gather_half<0>(smem, 0, even, dst_row, warp, lane);
+      common::mbarrier_wait(&smem.extra.tile_free[0][1], phase);
+      gather_half<1>(smem, 0, even, dst_row, warp, lane);
+      common::mbarrier_wait(&smem.extra.tile_free[1][1], phase);
+      if (nxt.has_odd) gather_half<1>(smem, 1, odd, dst_row, warp, lane);
+      common::mbarrier_wait(&smem.extra.tile_free[1][0], phase);
+      if (nxt.has_odd) gather_half<0>(smem, 1, odd, dst_row, warp, lane);
+      phase ^= 1;
+      cur = nxt;
+    }
+    common::cp_async_wait_all();  // nothing in flight when the warpgroup exits
+  }
+
+  // ---- the consumers ---------------------------------------------------------------------------
+  // S += Q.K^T over tiles [first, last] of buffer `buf` (each half waited on its barrier just
+  // before its first k-step). overwrite: the first k-step replaces S. One commit group.
+  template <class TensorS>
+  static __device__ __forceinline__ void issue_s_tiles(SharedStorage& smem, int buf, uint32_t phase, int first,
+                                                       int last, bool overwrite, TensorS& tSrS, int thread) {
+    using namespace cute;
+    typename T::TiledMmaQK mma;
+    Tensor sQ = make_tensor(make_smem_ptr(Loop::opaque(smem.q)), typename T::SmemLayoutQ{});          // (64, d_qk)
+    Tensor sK = make_tensor(make_smem_ptr(Loop::opaque(smem.kv[buf])), typename T::SmemLayoutK{});  // (64, d_qk)
+    auto thr = mma.get_thread_slice(thread);
+    Tensor tSsQ = thr.partition_fragment_A(sQ);  // (MMA, 1, d_qk / 16)
+    Tensor tSsK = thr.partition_fragment_B(sK);  // (MMA, 1, d_qk / 16)
+    warpgroup_fence_operand(tSrS);
+    warpgroup_arrive();
+    mma.accumulate_ = overwrite ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      if (t < first || t > last) continue;
+      if (t == first || t == kAlternateLeftTiles) {  // each half lands on its own barrier
+        common::mbarrier_wait(&smem.extra.half_full[buf][t < kAlternateLeftTiles ? 0 : 1], phase);
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        gemm(mma, tSsQ(_, _, 4 * t + k), tSsK(_, _, 4 * t + k), tSrS);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+    }
+    warpgroup_commit_batch();
+  }
+
+  static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int q_group,
+                             int wg, int thread) {
+    using namespace cute;
+    const int lane = thread % 32;
+    typename T::TiledMmaQK mma_qk;
+    typename T::TiledMmaPVRegs mma_pv_regs;
+    typename T::TiledMmaPV mma_pv;
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<BLOCK_M>, Int<BLOCK_N>>{});  // (MMA, 1, 1) fp32
+    Tensor tSrP = make_tensor_like<Element>(tSrS);                                    // (MMA, 1, 1) P
+    Tensor tOrO = partition_fragment_C(mma_pv_regs, Shape<Int<BLOCK_M>, Int<HEAD_DIM_V_HALF>>{});  // (MMA, 1, 1) fp32
+    Tensor tScS = mma_qk.get_thread_slice(thread).partition_C(
+        make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) (row, column) of S
+    Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 16 cols)
+    Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 16 cols)
+    Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 64 values: 256 columns)
+    static_assert(decltype(size<1>(tOrO_rc))::value == 64 && decltype(size<1>(tSrS_rc))::value == 16);
+    int tile_row[2];
+    QueryRow rows[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_row[i] = int(get<0>(tScS_rc(i, 0)));
+      rows[i] = Problem::query_row(params, q_group, tile_row[i]);
+    }
+    // stmatrix destination of group 0 in this warpgroup's P tile (WG0: sP0, WG1: sP1); group g's
+    // is group 0's XOR 32 g (1024-aligned P tiles), so P's address takes one register.
+    uint32_t p_dst0;
+    {
+      uint32_t dst[4];
+      Loop::p_store_addresses(wg == 0 ? p0_tile(smem) : smem.p, thread, dst);
+      p_dst0 = dst[0];
+    }
+    float* const s_max = smem.piece_lse;  // running row max (log2 domain), shared by both warpgroups
+    // WG0's factor of the pair in row_scale, WG1's in row_norm.
+    const typename Pair::RowState state{s_max, smem.row_scale, smem.row_norm};
+
+    BlockPairCursor cur;
+    cur.first(params, part);
+    if (!cur.valid) return;
+    uint32_t phase0 = 0, phase1 = 0;  // parity of the next load each buffer's owner waits for
+    uint32_t phases = 0;              // hand-offs this warpgroup waits for
+    uint32_t p1_phase = 0;            // WG1: parity of sP1's next release
+    uint32_t q_phase = 0;             // parity of the next Q
+    uint32_t meet_phase = 0;          // sync_consumers
+    while (cur.valid) {
+      const int item = cur.item;
+      const ItemBlocks blocks = Problem::item_blocks(params, part, item);
+      const typename Problem::ItemMask mask = Problem::item_mask(params, blocks, rows);
+      // ---- token start: its Q (gathered while the previous token's last pair ran), its first S
+      common::mbarrier_wait(&smem.q_full, q_phase);
+      q_phase ^= 1;
+      clear(tOrO);
+      float row_sum[2] = {0.0f, 0.0f};
+      if (wg == 0) {
+        issue_s_tiles(smem, 0, phase0, 0, kTiles - 1, true, tSrS, thread);
+        phase0 ^= 1;
+      } else if (cur.has_odd) {
+        issue_s_tiles(smem, 1, phase1, 0, kTiles - 1, true, tSrS, thread);
+        phase1 ^= 1;
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      bool first_pair = true;
+      float wg1_max[2];  // WG1: the row max it published last (the token's final max after its last pair)
+
+      for (;;) {
+        BlockPairCursor nxt = cur;
+        nxt.advance(params, part);
+        const bool same_item = nxt.valid && nxt.item == cur.item;
+        const int even = cur.even_block;
+        if (!same_item) {  // the token's last S of this warpgroup retired: Q may be rewritten
+          __syncwarp();
+          if (lane == 0) common::mbarrier_arrive(&smem.q_empty);
+        }
+        if (wg == 0) {
+          // ---- a. softmax of the even block against the running max (none at the token's start)
+          Problem::mask_scores(mask, smem, 0, tSrS_rc, lane, even);
+          Pair::even_softmax(
+              smem, state, tile_row, [&](int i) { return first_pair ? -INFINITY : s_max[tile_row[i]]; },
+              params.scale_log2, tSrS, tSrP, tSrS_rc, tOrO_rc, row_sum, lane);
+          // ---- c. P_e relative to this block's max -> sP0 (its last reader freed it with K0's
+          // right half, before the gather that S_e read); WG1 moves its O_R to the pair's max
+          Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
+          common::fence_view_async_shared();
+          Pair::signal(smem, heads_on_m::kP0);
+          // ---- d. O_L += P_e.V_e,L; then K0's tiles 0-3 are free
+          Loop::issue_pv_regs(mma_pv_regs, tSrP, smem.kv[0], thread, tOrO);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          common::mbarrier_arrive(&smem.extra.tile_free[0][0]);
+          // ---- e. O_L to the pair's max
+          Pair::even_to_pair_max(smem, state, tile_row, tOrO_rc, row_sum, phases);
+          // ---- f. O_L += P_o.V_o,L (P_o from sP1)
+          if (cur.has_odd) {
+            Pair::await(smem, heads_on_m::kP1, phases);
+            Loop::issue_pv(mma_pv, smem.p, smem.kv[1], thread, tOrO);
+          }
+          // ---- g. S of the next even block: tiles 0-3 (reloaded first)
+          if (same_item) issue_s_tiles(smem, 0, phase0, 0, kAlternateLeftTiles - 1, true, tSrS, thread);
+          // ---- h. after O_L += P_o.V_o,L, K1's tiles 0-3 and sP1 are free
+          if (cur.has_odd) {
+            if (same_item) {
+              warpgroup_wait<1>();
+            } else {
+              warpgroup_wait<0>();
+            }
+            warpgroup_fence_operand(tOrO);
+          }
+          common::mbarrier_arrive(&smem.extra.tile_free[1][0]);
+          if (lane == 0 && cur.has_odd) common::mbarrier_arrive(&smem.p_empty);
+          // ---- i. the rest of the next even block's S
+          if (same_item) {
+            issue_s_tiles(smem, 0, phase0, kAlternateLeftTiles, kTiles - 1, false, tSrS, thread);
+            phase0 ^= 1;
+            // S_e' goes to the tensor pipe before S_o', so this warpgroup's next softmax
+            // runs while S_o' is still on the pipe.
+            Pair::signal(smem, heads_on_m::kSeIssued);
+          }
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tSrS);
+          warpgroup_fence_operand(tOrO);
+        } else {
+          // ---- a. softmax of the odd block, against the max after the even block
+          float m_new[2], scale1[2];
+          Pair::odd_softmax(
+              smem, state, tile_row, cur.has_odd, [&] { Problem::mask_scores(mask, smem, 1, tSrS_rc, lane, even + 1); },
+              params.scale_log2, tSrS_rc, tOrO_rc, row_sum, m_new, scale1, phases, lane);
+          wg1_max[0] = m_new[0];
+          wg1_max[1] = m_new[1];
+          // ---- b. O_R += P_e.V_e,R before P_o.V_o,R, so K0's right half is freed one P.V earlier
+          Pair::await(smem, heads_on_m::kP0, phases);
+          Loop::issue_pv(mma_pv, p0_tile(smem), smem.kv[0] + T::kVHalfOffset, thread, tOrO);
+          // ---- c. P_o -> sP1 (once WG0's previous P_o.V_o,L retired), O_R to the pair's max,
+          // O_R += P_o.V_o,R
+          if (cur.has_odd) {
+#pragma unroll
+            for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
+            common::mbarrier_wait(&smem.p_empty, p1_phase ^ 1);
+            p1_phase ^= 1;
+            Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
+            common::fence_view_async_shared();
+            Pair::signal(smem, heads_on_m::kP1);
+            // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so
+            // all four warps must take the same branch (compute-sanitizer synccheck).
+            if (!common::named_barrier_all(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads,
+                                           common::rows_unscaled(scale1))) {
+              warpgroup_wait<0>();
+              warpgroup_fence_operand(tOrO);
+              common::rescale_rows(tOrO_rc, scale1);
+            }
+            Loop::issue_pv_regs(mma_pv_regs, tSrP, smem.kv[1] + T::kVHalfOffset, thread, tOrO);
+          }
+          if (cur.has_odd) warpgroup_wait<1>();
+          // ---- d. frees: K0's right half (with sP0 at d_qk 576) after P_e.V_e,R, K1's after P_o.V_o,R
+          common::mbarrier_arrive(&smem.extra.tile_free[0][1]);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          common::mbarrier_arrive(&smem.extra.tile_free[1][1]);
+          // ---- e. S of the next odd block, in the order its tiles were freed
+          if (same_item) Pair::await(smem, heads_on_m::kSeIssued, phases);
+          if (same_item && nxt.has_odd) {
+            issue_s_tiles(smem, 1, phase1, kAlternateLeftTiles, kTiles - 1, true, tSrS, thread);
+            issue_s_tiles(smem, 1, phase1, 0, kAlternateLeftTiles - 1, false, tSrS, thread);
+            phase1 ^= 1;
+            warpgroup_wait<0>();
+            warpgroup_fence_operand(tSrS);
+          }
+        }
+        first_pair = false;
+        if (!same_item) break;
+        cur = nxt;
+      }
+
+      // ---- token end: both halves' row sums, then each warpgroup stores its O half
+      float total[2], norm[2], final_max[2];
+      Pair::total_row_sums(smem, wg, tile_row, row_sum, meet_phase, lane, total);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        // NOTE: WG1 keeps its own copy: once past the meeting, WG0 may publish the next token's first max.
+        final_max[i] = wg == 0 ? s_max[tile_row[i]] : wg1_max[i];
+        norm[i] = Problem::row_norm(params, item, blocks, rows[i], final_max[i], total[i]);
+      }
+      // The row sums are rewritten at the next token's end, after hand-offs that follow these reads.
+      using Epilogue = heads_on_m::Epilogue<T, Problem>;
+      Epilogue::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
+      if (wg == 0) Epilogue::store_lse(params, item, blocks, rows, final_max, total, lane);
+      cur.advance(params, part);
+    }
+  }
+};
+
+template <int kHeadDimQK>
+__global__ void __launch_bounds__(kAlternateCtaThreads, 1)
+    prefill_sparse_alternate_blocks_kernel(const __grid_constant__ KernelParams params) {
+  using K = AlternateBlocksKernel<kHeadDimQK>;
+  using SharedStorage = typename K::SharedStorage;
+  extern __shared__ uint8_t smem_raw[];
+  SharedStorage& smem = common::aligned_shared_storage<SharedStorage, K::T::kSmemAlignSlack>(smem_raw);
+  const int q_group = int(blockIdx.x);
+  const int wg = common::warp_uniform_warpgroup(kWarpgroupThreads);
+  const int thread = int(threadIdx.x) % kWarpgroupThreads;
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < 2; ++b) {
+      for (int h = 0; h < 2; ++h) {
+        common::mbarrier_init(&smem.extra.half_full[b][h], kWarpgroupThreads + (h == b ? kWarpsPerWarpgroup : 0));
+      }
+      // NOTE: every thread of the freeing warpgroup arrives: with one lane per warp, racecheck saw
+      // the other lanes' reads of the validity bits unordered with the gather's rewrite (ptxas
+      // drops a __syncwarp before the arrival).
+      for (int g = 0; g < 2; ++g) common::mbarrier_init(&smem.extra.tile_free[b][g], kWarpgroupThreads);
+    }
+    common::mbarrier_init(&smem.q_full, kWarpgroupThreads);             // the gather warpgroup's cp.async
+    common::mbarrier_init(&smem.q_empty, 2 * kWarpsPerWarpgroup);       // every consumer warp, after its last S
+    common::mbarrier_init(&smem.p_empty, kWarpsPerWarpgroup);           // sP1 free: WG0's warps after P_o.V_o,L
+    for (int h = 0; h < heads_on_m::kNumHandoffs; ++h) common::mbarrier_init(&smem.extra.handoff[h], kWarpgroupThreads);
+    common::mbarrier_init(&smem.extra.all_consumers, kAlternateConsumerThreads);
+    common::mbarrier_init_fence();
+  }
+  const PartWork part = common::scheduled_part(params.parts);
+  if (part.flags & kPartEmpty) return;  // uniform over the CTA
+  __syncthreads();
+  if (wg == 2) {
+    cutlass::arch::warpgroup_reg_dealloc<kAlternateLoaderRegs>();
+    K::run_loader(params, part, smem, q_group, thread);
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<kAlternateConsumerRegs>();
+  K::run(params, part, smem, q_group, wg, thread);
+}
+
+template <int kHeadDimQK>
+Status launch_alternate_blocks(const char* name, const KernelParams& params, dim3 grid, cudaStream_t stream) {
+  using T = typename AlternateBlocksKernel<kHeadDimQK>::T;
+  return common::launch_dependent(name, &prefill_sparse_alternate_blocks_kernel<kHeadDimQK>, grid,
+                                  dim3(kAlternateCtaThreads), T::kSmemBytes, stream, 1, params);
+}
+
+}  // namespace openmla::kernels::prefill_sparse
