@@ -349,8 +349,13 @@ struct AlternateBlocksKernel {
             }
             Loop::issue_pv_regs(mma_pv_regs, tSrP, smem.kv[1] + T::kVHalfOffset, thread, tOrO);
           }
-          if (cur.has_odd) warpgroup_wait<1>();
           // ---- d. frees: K0 tiles 4-8 and sP0 after P_e.V_e,R, K1 tiles 4-8 after P_o.V_o,R
+          // (without an odd block P_e.V_e,R is the one product in flight: wait for all of it)
+          if (cur.has_odd) {
+            warpgroup_wait<1>();
+          } else {
+            warpgroup_wait<0>();
+          }
           if (lane == 0) {
             common::mbarrier_arrive(&smem.extra.tile_free[0][1]);
             common::mbarrier_arrive(&smem.p_empty);
