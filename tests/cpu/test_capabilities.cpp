@@ -221,6 +221,8 @@ TEST(Capabilities, SparsePrefillCanImplementAgreesWithRun) {
           ++refused;
           continue;
         }
+        // BF16 kv: every planned shape names the one prefill kernel.
+        EXPECT_EQ(plan.kernel, DecodeKernel::kSparsePrefillAlternateBlocks) << what;
         Buffer workspace = make_buffer(plan.workspace.total_bytes);
         const Status run = detail::check_sparse_prefill_run("sparse_prefill_run", call.p, plan, workspace.get(),
                                                             plan.workspace.total_bytes);
@@ -266,6 +268,7 @@ TEST(Capabilities, SparsePrefillFp8CacheChecks) {
     bf16.fp8_kv_cache = false, bf16.page_size = 0, bf16.num_pages = 0;
     DecodePlan bf16_plan;
     ASSERT_TRUE(plan_sparse_prefill(bf16, device, &bf16_plan).is_ok());
+    EXPECT_EQ(bf16_plan.kernel, DecodeKernel::kSparsePrefillAlternateBlocks);
     expect_error(detail::check_sparse_prefill_run("sparse_prefill_run", call->p, bf16_plan, workspace.get(),
                                                   plan.workspace.total_bytes),
                  StatusCode::kInvalidArgument, "argument 'plan'");
