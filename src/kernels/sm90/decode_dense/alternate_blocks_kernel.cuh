@@ -59,7 +59,7 @@ struct AlternateBlocksExtraStorage {
   uint64_t tile_full[2][kAlternateTiles];  // per buffer and 64-column tile: 1 arrival + 8 KB of TMA
   uint64_t tile_free[2][2];           // per buffer: tiles 0-3 / 4-8 read for the last time (4 warps)
   float row_sum[2][BLOCK_M];          // item end: each warpgroup's quad-reduced row sums
-  uint64_t handoff[heads_on_m::kNumHandoffs];     // see Handoff
+  uint64_t handoff[heads_on_m::kNumHandoffs];     // see heads_on_m::Handoff
   uint64_t all_consumers;             // both consumer warpgroups, every thread (sync_consumers)
 };
 
@@ -72,7 +72,6 @@ struct AlternateBlocksKernel {
   using Problem = DenseProblem<T>;
   using BlockPairCursor = heads_on_m::BlockPairCursor<Problem>;
   using Pair = heads_on_m::PairSteps<SharedStorage>;
-  using Handoff = heads_on_m::Handoff;
   // S's RoPE tile with Q from registers.
   using TiledMmaQKRope = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<Element, Element, float,

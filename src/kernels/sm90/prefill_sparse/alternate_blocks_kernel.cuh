@@ -101,7 +101,6 @@ struct AlternateBlocksKernel {
   using Gather = RowGather<T>;
   using BlockPairCursor = heads_on_m::BlockPairCursor<Problem>;
   using Pair = heads_on_m::PairSteps<SharedStorage>;
-  using Handoff = heads_on_m::Handoff;
   static constexpr int kTiles = T::kNumChunks;  // 9 or 8 tiles of 64 columns
 
   // sP0: K0's RoPE tile (d_qk 576) or its own tile.
