@@ -606,6 +606,7 @@ struct SparsePrefillConfig {
   int stride_pad_bytes = 0;
   float softmax_scale = 0.0f;  // 0: 1 / sqrt(d_qk)
   int fp8_cache_page_size = 0;  // > 0: FP8-cache mode with these pages (s_kv a multiple of it)
+  float kv_value_scale = 1.0f;  // kv values ~ normal * this (FP8 group scales above 2^7 past ~1e4)
 };
 
 struct SparsePrefillInputs {
@@ -702,7 +703,9 @@ inline SparsePrefillInputs make_sparse_prefill_inputs(const SparsePrefillConfig&
       dead.push_back(t);
       continue;
     }
-    for (int d = 0; d < sh.d_qk; ++d) in.kv[t * in.kv_stride_s + d] = float_to_bf16_bits(rng.normal());
+    for (int d = 0; d < sh.d_qk; ++d) {
+      in.kv[t * in.kv_stride_s + d] = float_to_bf16_bits(rng.normal() * config.kv_value_scale);
+    }
     in.kv_live[t] = 1;
     live.push_back(t);
   }
