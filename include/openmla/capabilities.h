@@ -33,12 +33,10 @@ inline constexpr bool kSparseDecodeGpu = true;
 // BF16 kv: every call the argument checks accept (h_q 1-128: the tile pads to
 // 64 heads; any topk; d_qk 576 or 512).
 inline constexpr bool kSparsePrefillGpu = true;
-// FP8-cache mode with 8, 16 or 32 heads and topk in whole 64-position blocks
-// runs the sparse FP8 decode kernel of that head count (one query token per
-// request, heads on N: not padded to 64 heads); every other FP8-cache shape
-// runs the prefill kernel, whose gather dequantises the cache.
-constexpr bool sparse_prefill_fp8_cache_on_decode_kernel(int h_q, int topk) {
-  return (h_q == 8 || h_q == 16 || h_q == 32) && topk % kKvBlockTokens == 0;
+// FP8-cache mode runs on the sparse FP8 decode kernels (one query token per
+// request): their head counts, and topk in whole 64-position blocks.
+constexpr bool sparse_prefill_gpu_fp8_cache(int h_q, int topk) {
+  return (h_q == 8 || h_q == 16 || h_q == 32 || h_q == 64 || h_q == 128) && topk % kKvBlockTokens == 0;
 }
 
 }  // namespace openmla

@@ -283,8 +283,8 @@ Status sparse_prefill_run(const SparsePrefillParams& params, const DecodePlan& p
   return run_split_kv(
       plan, workspace, params.topk_length, combine,
       [&](const kernels::DecodeWorkspace& views) {
-        if (plan.kernel != DecodeKernel::kSparsePrefillAlternateBlocks) {  // FP8-cache mode, few heads
-#if OPENMLA_ENABLE_SPARSE_DECODE  // else check_sparse_prefill_gpu refused the shape
+        if (shape.fp8_kv_cache) {
+#if OPENMLA_ENABLE_SPARSE_DECODE  // else check_sparse_prefill_gpu refused FP8-cache mode
           return kernels::decode_sparse_fp8::launch(decode_view(params), plan, views.schedule.parts, views.partial_o,
                                                     views.partial_lse, stream, params.max_logits, views.partial_max);
 #endif

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "openmla/capabilities.h"
 #include "validate/validate.h"
 #include "plan/chunk_partition.h"
 #include "plan/partition.h"
@@ -331,11 +330,9 @@ DecodeKernel choose_sparse_kernel(const SparseDecodeShape& shape) {
                                                  : DecodeKernel::kSparseHeadsOnMCtaPair;
 }
 
-// FP8-cache mode with 8, 16 or 32 heads: the sparse decode kernel for this head count (one token
-// per request; its heads-on-N tile is not padded to 64 heads). Otherwise the prefill kernel, whose
-// gather dequantises the FP8 cache in that mode.
+// FP8-cache mode: the sparse decode kernel for this head count (one token per request).
 DecodeKernel choose_sparse_prefill_kernel(const SparsePrefillShape& shape) {
-  if (shape.fp8_kv_cache && sparse_prefill_fp8_cache_on_decode_kernel(shape.h_q, shape.topk)) {
+  if (shape.fp8_kv_cache) {
     SparseDecodeShape decode;
     decode.h_q = shape.h_q;
     return choose_sparse_kernel(decode);
@@ -420,9 +417,8 @@ Status plan_sparse_prefill(const SparsePrefillShape& shape, const DeviceInfo& de
   result.num_items = shape.s_q;
   result.q_tokens_per_item = 1;
   result.rows_per_item = shape.h_q;
-  // FP8-cache mode with few heads runs the sparse FP8 decode kernel (its q-groups).
-  const bool decode_kernel = shape.fp8_kv_cache && sparse_prefill_fp8_cache_on_decode_kernel(shape.h_q, shape.topk);
-  result.num_q_groups = decode_kernel ? sparse_q_groups(shape.h_q) : sparse_prefill_q_groups(shape.h_q);
+  // FP8-cache mode runs the sparse FP8 decode kernels (their q-groups).
+  result.num_q_groups = shape.fp8_kv_cache ? sparse_q_groups(shape.h_q) : sparse_prefill_q_groups(shape.h_q);
   result.d_v = shape.d_v;
   result.lengths = ItemLengths{nullptr, 1, shape.topk, shape.topk};
   OPENMLA_RETURN_IF_ERROR(validate_batch_invariant(kEntry, result, options));

@@ -34,10 +34,16 @@ Status check_sparse_decode_gpu(const char* entry, const SparseDecodeShape&) {
 }
 
 Status check_sparse_prefill_gpu(const char* entry, const SparsePrefillShape& s) {
-  static_assert(kSparsePrefillGpu, "the sparse prefill kernel takes every validated shape");
+  static_assert(kSparsePrefillGpu, "the sparse prefill kernel takes every validated BF16 shape");
   OPENMLA_RETURN_IF_ERROR(check_sparse_prefill_built(entry));  // OPENMLA_ENABLE_SPARSE_PREFILL
-  if (s.fp8_kv_cache && sparse_prefill_fp8_cache_on_decode_kernel(s.h_q, s.topk)) {
-    return check_sparse_decode_built(entry);  // these shapes run the sparse decode kernel
+  if (!s.fp8_kv_cache) return Status::ok();
+  OPENMLA_RETURN_IF_ERROR(check_sparse_decode_built(entry));  // FP8-cache mode runs the decode kernels
+  if (!sparse_prefill_gpu_fp8_cache(s.h_q, s.topk)) {
+    const bool heads = sparse_prefill_gpu_fp8_cache(s.h_q, kKvBlockTokens);
+    return argument_error(StatusCode::kNotSupported, entry, heads ? "topk" : "h_q",
+                          "has no GPU kernel in fp8_kv_cache mode", show("h_q", s.h_q) + ", " + show("topk", s.topk),
+                          "h_q in {8, 16, 32, 64, 128} and topk a multiple of 64 (pad indices with -1; the BF16 "
+                          "kv mode takes any h_q and topk)");
   }
   return Status::ok();
 }

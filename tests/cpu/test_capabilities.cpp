@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "api/run_checks.h"
@@ -236,7 +235,7 @@ TEST(Capabilities, SparsePrefillCanImplementAgreesWithRun) {
   EXPECT_GT(refused, 10);
 }
 
-// FP8-cache mode: one K/V source, the cache's token count, and which kernel each shape runs.
+// FP8-cache mode: one K/V source, the cache's token count, and the decode kernels' head counts.
 TEST(Capabilities, SparsePrefillFp8CacheChecks) {
   const DeviceInfo device;
   const int page_size = 64, num_pages = 5;
@@ -254,29 +253,12 @@ TEST(Capabilities, SparsePrefillFp8CacheChecks) {
     EXPECT_EQ(status.code(), code) << status.message();
     EXPECT_NE(status.message().find(needle), std::string::npos) << status.message();
   };
-  // Accepted and planned on the prefill kernel (its gather dequantises the cache): any head
-  // count past 32 and any topk; 8, 16 and 32 heads with whole 64-position blocks run the
-  // heads-on-N decode kernel, other topk the prefill kernel (padded to 64 heads).
-  for (const auto& [h_q, topk, kernel] :
-       std::vector<std::tuple<int, int, DecodeKernel>>{{128, 128, DecodeKernel::kSparsePrefillAlternateBlocks},
-                                                       {64, 100, DecodeKernel::kSparsePrefillAlternateBlocks},
-                                                       {24, 128, DecodeKernel::kSparsePrefillAlternateBlocks},
-                                                       {100, 64, DecodeKernel::kSparsePrefillAlternateBlocks},
-                                                       {16, 100, DecodeKernel::kSparsePrefillAlternateBlocks},
-                                                       {16, 128, DecodeKernel::kSparseHeadsOnN},
-                                                       {32, 2048, DecodeKernel::kSparseHeadsOnN}}) {
-    auto call = fp8_call(h_q, topk);
+  {  // accepted, planned with the sparse decode kernel of the head count
+    auto call = fp8_call(128, 128);
     EXPECT_TRUE(sparse_prefill_can_implement(call->p).is_ok()) << sparse_prefill_can_implement(call->p).message();
     DecodePlan plan;
     ASSERT_TRUE(plan_sparse_prefill(call->p.shape, device, &plan).is_ok());
-    EXPECT_EQ(plan.kernel, kernel) << "h_q = " << h_q << ", topk = " << topk;
-    EXPECT_EQ(plan.num_q_groups, kernel == DecodeKernel::kSparseHeadsOnN ? 1 : (h_q + 63) / 64);
-  }
-  {  // a plan for the other kernel is refused
-    auto call = fp8_call(16, 128);
-    DecodePlan plan;
-    ASSERT_TRUE(plan_sparse_prefill(call->p.shape, device, &plan).is_ok());
-    EXPECT_EQ(plan.kernel, DecodeKernel::kSparseHeadsOnN);
+    EXPECT_EQ(plan.kernel, DecodeKernel::kSparseHeadsOnMCtaPair);
     Buffer workspace = make_buffer(plan.workspace.total_bytes);
     EXPECT_TRUE(detail::check_sparse_prefill_run("sparse_prefill_run", call->p, plan, workspace.get(),
                                                  plan.workspace.total_bytes)
@@ -311,6 +293,9 @@ TEST(Capabilities, SparsePrefillFp8CacheChecks) {
     call->p.shape.d_qk = kHeadDimLatent;
     expect_error(sparse_prefill_can_implement(call->p), StatusCode::kNotSupported, "argument 'd_qk'");
   }
+  // GPU capability: the decode kernels' head counts and whole 64-position blocks.
+  expect_error(sparse_prefill_can_implement(fp8_call(24, 128)->p), StatusCode::kNotSupported, "argument 'h_q'");
+  expect_error(sparse_prefill_can_implement(fp8_call(64, 100)->p), StatusCode::kNotSupported, "argument 'topk'");
 }
 
 }  // namespace

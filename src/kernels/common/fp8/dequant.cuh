@@ -85,18 +85,6 @@ __device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16_single_step(uint32_t cod
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Eight e4m3 codes times any power-of-two `scale` up to 2^71, in two factors
-// (2^64, then scale * 2^56) and without a branch.
-__device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16_two_step(uint32_t codes_lo, uint32_t codes_hi, float scale) {
-  uint32_t w[4];
-  e4m3x8_to_bf16x8_biased(codes_lo, codes_hi, w);
-  const __nv_bfloat162 first = __float2bfloat162_rn(kTwoStepFirst);
-  const __nv_bfloat162 second = __float2bfloat162_rn(scale * kTwoStepSecond);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = bf16x2_mul(bf16x2_mul(w[i], first), second);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 // Eight e4m3 codes times any power-of-two `scale` (scale 0 gives zeros).
 __device__ __forceinline__ uint4 dequant_e4m3x8_to_bf16(uint32_t codes_lo, uint32_t codes_hi, float scale) {
   if (scale <= kMaxSingleStepScale) {

@@ -51,7 +51,6 @@
 #include "kernels/sm90/heads_on_m/problem.cuh"
 #include "kernels/sm90/heads_on_m/traits.h"
 #include "kernels/sm90/prefill_sparse/config.h"
-#include "kernels/sm90/prefill_sparse/fp8_cache_gather.cuh"
 #include "kernels/sm90/prefill_sparse/gather.cuh"
 #include "kernels/sm90/prefill_sparse/problem.cuh"
 
@@ -67,21 +66,16 @@ inline constexpr int kAlternateConsumerThreads = 2 * kWarpgroupThreads;
 inline constexpr int kAlternateCtaThreads = 3 * kWarpgroupThreads;
 inline constexpr int kAlternateLeftTiles = 4;  // tiles 0-3: V's left half; the rest: V's right half (+ RoPE)
 // setmaxnreg: the gather warpgroup gives back what the two consumers take (sum <= 3 x 168).
-// The FP8-cache gather holds a half's codes and scales in registers (40 of its 72).
-template <bool kFp8Cache>
-inline constexpr int kAlternateLoaderRegs = kFp8Cache ? 88 : 56;
-template <bool kFp8Cache>
-inline constexpr int kAlternateConsumerRegs = kFp8Cache ? 208 : 224;
-static_assert(kAlternateLoaderRegs<false> + 2 * kAlternateConsumerRegs<false> <= 3 * kEntryRegs, "setmaxnreg budget");
-static_assert(kAlternateLoaderRegs<true> + 2 * kAlternateConsumerRegs<true> <= 3 * kEntryRegs, "setmaxnreg budget");
+inline constexpr int kAlternateLoaderRegs = 56;
+inline constexpr int kAlternateConsumerRegs = 224;
+static_assert(kAlternateLoaderRegs + 2 * kAlternateConsumerRegs <= 3 * kEntryRegs, "setmaxnreg budget");
 
 struct AlternateBlocksBarriers {
   // Bit r of buffer b's 64-bit word: row r holds a counted, in-range kv row (PrefillProblem's
   // column mask); 16 bits per gather warp.
   alignas(8) uint16_t stage_valid[2][kWarpsPerWarpgroup];
   // Per buffer and half (tiles 0-3 / 4..): 128 cp.async arrivals (.noinc), plus, for half b of
-  // buffer b, the 4 gather warps' validity-bit writers (AlternateBlocksKernel::gather_half);
-  // FP8-cache mode: Fp8CacheGather::half_full_arrivals.
+  // buffer b, the 4 gather warps' validity-bit writers (AlternateBlocksKernel::gather_half).
   uint64_t half_full[2][2];
   uint64_t tile_free[2][2];        // per buffer: tiles 0-3 / 4.. read for the last time (128 threads)
   float row_sum[2][BLOCK_M];       // token end: each warpgroup's quad-reduced row sums
@@ -96,10 +90,8 @@ struct AlternateBlocksExtraStorage<true> : AlternateBlocksBarriers {
   alignas(1024) uint16_t p0[BLOCK_M * BLOCK_N];  // SmemLayoutP
 };
 
-// kFp8Cache: K/V from the 656-byte FP8 cache (fp8_cache_gather.cuh; d_qk = 576 only).
-template <int kHeadDimQK, bool kFp8Cache = false>
+template <int kHeadDimQK>
 struct AlternateBlocksKernel {
-  static_assert(!kFp8Cache || kHeadDimQK == 576, "the FP8 cache holds 576 dims");
   static constexpr bool kP0InRopeTile = kHeadDimQK == 576;
   using T = heads_on_m::Traits<DType::kBF16, kHeadDimQK, 2, AlternateBlocksExtraStorage<!kP0InRopeTile>>;
   using Element = typename T::Element;
@@ -202,10 +194,6 @@ struct AlternateBlocksKernel {
   // previous token retired.
   static __device__ void run_loader(const KernelParams& params, const PartWork& part, SharedStorage& smem,
                                     int q_group, int thread) {
-    if constexpr (kFp8Cache) {
-      Fp8CacheGather<AlternateBlocksKernel>::run(params, part, smem, q_group, thread);
-      return;
-    }
     const int warp = thread / kWarpSize;
     const int lane = thread % kWarpSize;
     const int first_row = warp * kRowsPerProducerWarp + lane / 8;
@@ -477,10 +465,10 @@ struct AlternateBlocksKernel {
   }
 };
 
-template <int kHeadDimQK, bool kFp8Cache>
+template <int kHeadDimQK>
 __global__ void __launch_bounds__(kAlternateCtaThreads, 1)
     prefill_sparse_alternate_blocks_kernel(const __grid_constant__ KernelParams params) {
-  using K = AlternateBlocksKernel<kHeadDimQK, kFp8Cache>;
+  using K = AlternateBlocksKernel<kHeadDimQK>;
   using SharedStorage = typename K::SharedStorage;
   extern __shared__ uint8_t smem_raw[];
   SharedStorage& smem = common::aligned_shared_storage<SharedStorage, K::T::kSmemAlignSlack>(smem_raw);
@@ -490,11 +478,7 @@ __global__ void __launch_bounds__(kAlternateCtaThreads, 1)
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) {
       for (int h = 0; h < 2; ++h) {
-        if constexpr (kFp8Cache) {
-          common::mbarrier_init(&smem.extra.half_full[b][h], Fp8CacheGather<K>::half_full_arrivals(b, h));
-        } else {
-          common::mbarrier_init(&smem.extra.half_full[b][h], kWarpgroupThreads + (h == b ? kWarpsPerWarpgroup : 0));
-        }
+        common::mbarrier_init(&smem.extra.half_full[b][h], kWarpgroupThreads + (h == b ? kWarpsPerWarpgroup : 0));
       }
       // NOTE: every thread of the freeing warpgroup arrives: with one lane per warp, racecheck saw
       // the other lanes' reads of the validity bits unordered with the gather's rewrite (ptxas
@@ -512,18 +496,18 @@ __global__ void __launch_bounds__(kAlternateCtaThreads, 1)
   if (part.flags & kPartEmpty) return;  // uniform over the CTA
   __syncthreads();
   if (wg == 2) {
-    cutlass::arch::warpgroup_reg_dealloc<kAlternateLoaderRegs<kFp8Cache>>();
+    cutlass::arch::warpgroup_reg_dealloc<kAlternateLoaderRegs>();
     K::run_loader(params, part, smem, q_group, thread);
     return;
   }
-  cutlass::arch::warpgroup_reg_alloc<kAlternateConsumerRegs<kFp8Cache>>();
+  cutlass::arch::warpgroup_reg_alloc<kAlternateConsumerRegs>();
   K::run(params, part, smem, q_group, wg, thread);
 }
 
-template <int kHeadDimQK, bool kFp8Cache = false>
+template <int kHeadDimQK>
 Status launch_alternate_blocks(const char* name, const KernelParams& params, dim3 grid, cudaStream_t stream) {
-  using T = typename AlternateBlocksKernel<kHeadDimQK, kFp8Cache>::T;
-  return common::launch_dependent(name, &prefill_sparse_alternate_blocks_kernel<kHeadDimQK, kFp8Cache>, grid,
+  using T = typename AlternateBlocksKernel<kHeadDimQK>::T;
+  return common::launch_dependent(name, &prefill_sparse_alternate_blocks_kernel<kHeadDimQK>, grid,
                                   dim3(kAlternateCtaThreads), T::kSmemBytes, stream, 1, params);
 }
 

@@ -25,8 +25,8 @@ static_assert(kHeadsPerCta == kSparseHeadsOnMHeadsPerCta, "the planner's q-group
 // ---- warp roles ---------------------------------------------------------------------------
 // warpgroups 0, 1: the consumers, taking alternate blocks of a token.
 // warpgroup 2: the gather. Warp w owns rows [16 w, 16 w + 16) of every block
-//              (indices -> 16-byte cp.async of the BF16 rows, or, in FP8-cache
-//              mode, the cache rows dequantised) and copies a quarter of Q per token.
+//              (indices -> 16-byte cp.async of the BF16 rows) and copies a
+//              quarter of Q per token.
 inline constexpr int kWarpSize = 32;
 inline constexpr int kWarpgroupThreads = heads_on_m::kWarpgroupThreads;
 inline constexpr int kWarpsPerWarpgroup = kWarpgroupThreads / kWarpSize;
@@ -40,16 +40,9 @@ struct KernelParams {
   const uint16_t* q;  // [s_q, h_q, d_qk] bf16 bits
   int64_t q_stride_s, q_stride_h;
 
-  const uint16_t* kv;  // [s_kv, d_qk] bf16 bits; V = columns [0, 512) (null in FP8-cache mode)
+  const uint16_t* kv;  // [s_kv, d_qk] bf16 bits; V = columns [0, 512)
   int64_t kv_stride_s;
   int s_kv;
-
-  // FP8-cache mode (fp8_cache_gather.cuh): [num_pages, page_size, 1, 656] bytes; an index names
-  // page * page_size + offset. The names are those of kernels/common/fp8/sparse_cache_rows.cuh.
-  const uint8_t* kv_cache;
-  int64_t kv_stride_page;  // bytes
-  int page_size;
-  int num_tokens;  // num_pages * page_size
 
   const int32_t* indices;  // [s_q, topk]; -1 or >= s_kv: skipped, never read
   int64_t indices_stride_s;
@@ -72,9 +65,8 @@ struct KernelParams {
   int h_q;
 };
 
-// Grid (q-groups, parts); one instantiation per d_qk and per K/V source (instantiations/).
+// Grid (q-groups, parts); one instantiation per d_qk (instantiations/).
 Status launch_alternate_blocks_d576(const KernelParams& params, dim3 grid, cudaStream_t stream);
 Status launch_alternate_blocks_d512(const KernelParams& params, dim3 grid, cudaStream_t stream);
-Status launch_alternate_blocks_fp8_cache(const KernelParams& params, dim3 grid, cudaStream_t stream);
 
 }  // namespace openmla::kernels::prefill_sparse

@@ -30,10 +30,6 @@ Status launch(const SparsePrefillParams& params, const DecodePlan& plan, const P
   kp.kv = static_cast<const uint16_t*>(params.kv);
   kp.kv_stride_s = params.kv_stride_s;
   kp.s_kv = shape.s_kv;
-  kp.kv_cache = params.kv_cache;
-  kp.kv_stride_page = params.kv_stride_page_bytes;
-  kp.page_size = shape.page_size;
-  kp.num_tokens = shape.fp8_kv_cache ? shape.s_kv : 0;  // validated: num_pages * page_size, fits int32
   kp.indices = params.indices;
   kp.indices_stride_s = params.indices_stride_s;
   kp.topk_length = params.topk_length;
@@ -52,7 +48,6 @@ Status launch(const SparsePrefillParams& params, const DecodePlan& plan, const P
   kp.h_q = shape.h_q;
 
   const dim3 grid(unsigned(plan.num_q_groups), unsigned(plan.num_parts));
-  if (shape.fp8_kv_cache) return launch_alternate_blocks_fp8_cache(kp, grid, stream);
   return shape.d_qk == kHeadDimQK ? launch_alternate_blocks_d576(kp, grid, stream)
                                   : launch_alternate_blocks_d512(kp, grid, stream);
 }
