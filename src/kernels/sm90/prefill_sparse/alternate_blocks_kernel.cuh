@@ -188,25 +188,6 @@ struct AlternateBlocksKernel {
     common::cp_async_arrive_noinc(&smem.q_full);
   }
 
-  // The Q rows and counted indices of `token` into L2, a token before they are read: the Q
-  // gather then waits on L2, not HBM, between a token's last S and its successor's first, and so
-  // do the index loads of the gather (h_q = 64 reads each index once; at 128 the peer CTA warms it).
-  // Index rows are only 4-byte aligned: the prefetch takes their whole 16-byte units.
-  static __device__ __forceinline__ void prefetch_token(const KernelParams& params, int token, int q_group,
-                                                        int thread) {
-    const int head = q_group * kHeadsPerCta + thread;
-    if (thread < kHeadsPerCta && head < params.h_q) {
-      common::prefetch_l2_bulk(params.q + int64_t(token) * params.q_stride_s + int64_t(head) * params.q_stride_h,
-                               uint32_t(kHeadDimQK * sizeof(Element)));
-    } else if (thread == kHeadsPerCta) {
-      const uintptr_t begin = reinterpret_cast<uintptr_t>(params.indices + int64_t(token) * params.indices_stride_s);
-      const uintptr_t end = begin + uintptr_t(token_length(params, token)) * sizeof(int32_t);
-      const uintptr_t first = (begin + 15) & ~uintptr_t(15);
-      const uintptr_t last = end & ~uintptr_t(15);
-      if (last > first) common::prefetch_l2_bulk(reinterpret_cast<const void*>(first), uint32_t(last - first));
-    }
-  }
-
   // Every pair of the part: the first at once, then each following pair's halves as the
   // consumers release the current pair's, in the order they are released (K0 tiles 0-3, K0 4..,
   // K1 4.., K1 0-3); a new token's Q before its first pair, once the consumers' last S of the
@@ -223,7 +204,6 @@ struct AlternateBlocksKernel {
     cur.first(params, part);
     if (!cur.valid) return;
     gather_q(params, smem, cur.item, q_group, warp, lane);
-    if (cur.item < part.end_item) prefetch_token(params, cur.item + 1, q_group, thread);
     LoaderRows even = loader_rows(params, cur, cur.even_block, first_row, lane);
     LoaderRows odd = loader_rows(params, cur, cur.even_block + 1, first_row, lane);
     gather_half<0>(smem, 0, even, dst_row, warp, lane);
@@ -244,7 +224,6 @@ struct AlternateBlocksKernel {
         common::mbarrier_wait(&smem.q_empty, q_phase);
         q_phase ^= 1;
         gather_q(params, smem, nxt.item, q_group, warp, lane);
-        if (nxt.item < part.end_item) prefetch_token(params, nxt.item + 1, q_group, thread);
       }
       common::mbarrier_wait(&smem.extra.tile_free[0][0], phase);
       gather_half<0>(smem, 0, even, dst_row, warp, lane);
