@@ -66,8 +66,8 @@ inline constexpr int kAlternateConsumerThreads = 2 * kWarpgroupThreads;
 inline constexpr int kAlternateCtaThreads = 3 * kWarpgroupThreads;
 inline constexpr int kAlternateLeftTiles = 4;  // tiles 0-3: V's left half; the rest: V's right half (+ RoPE)
 // setmaxnreg: the gather warpgroup gives back what the two consumers take (sum <= 3 x 168).
-inline constexpr int kAlternateLoaderRegs = 56;
-inline constexpr int kAlternateConsumerRegs = 224;
+inline constexpr int kAlternateLoaderRegs = 72;  // 56 spilled with the indices a pair ahead
+inline constexpr int kAlternateConsumerRegs = 216;
 static_assert(kAlternateLoaderRegs + 2 * kAlternateConsumerRegs <= 3 * kEntryRegs, "setmaxnreg budget");
 
 struct AlternateBlocksBarriers {
@@ -123,17 +123,31 @@ struct AlternateBlocksKernel {
     uint32_t valid;          // bit i: row i holds a counted, in-range kv row
   };
 
-  // The lane's rows of `block` of the cursor's token (none valid past the token's blocks).
-  static __device__ __forceinline__ LoaderRows loader_rows(const KernelParams& params, const BlockPairCursor& cur,
-                                                           int block, int first_row, int lane) {
+  // The lane's four indices of `block` of the cursor's token (-1 past the token's blocks). Loaded
+  // a pair before rows_of turns them into addresses: their first use (the sign extension) was
+  // the gather's top stall site under ncu, the gather warpgroup then busy 81 % of the kernel.
+  struct LoaderIndices {
+    int32_t index[4];  // rows first_row + 4 i
+  };
+  static __device__ __forceinline__ LoaderIndices load_indices(const KernelParams& params, const BlockPairCursor& cur,
+                                                               int block, int first_row) {
+    LoaderIndices indices;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      indices.index[i] =
+          block < cur.end_block ? Gather::block_index(params, cur.item, cur.length, block, first_row + 4 * i) : -1;
+    }
+    return indices;
+  }
+
+  // The rows those indices name.
+  static __device__ __forceinline__ LoaderRows rows_of(const KernelParams& params, const LoaderIndices& indices,
+                                                       int lane) {
     LoaderRows rows;
     rows.valid = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int64_t offset =
-          block < cur.end_block
-              ? Gather::row_offset(params, Gather::block_index(params, cur.item, cur.length, block, first_row + 4 * i))
-              : -1;
+      const int64_t offset = Gather::row_offset(params, indices.index[i]);
       rows.src[i] = params.kv + (offset >= 0 ? offset : 0) + 8 * (lane % 8);
       rows.valid |= uint32_t(offset >= 0) << i;
     }
@@ -204,22 +218,33 @@ struct AlternateBlocksKernel {
     cur.first(params, part);
     if (!cur.valid) return;
     gather_q(params, smem, cur.item, q_group, warp, lane);
-    LoaderRows even = loader_rows(params, cur, cur.even_block, first_row, lane);
-    LoaderRows odd = loader_rows(params, cur, cur.even_block + 1, first_row, lane);
+    LoaderRows even = rows_of(params, load_indices(params, cur, cur.even_block, first_row), lane);
+    LoaderRows odd = rows_of(params, load_indices(params, cur, cur.even_block + 1, first_row), lane);
     gather_half<0>(smem, 0, even, dst_row, warp, lane);
     gather_half<1>(smem, 0, even, dst_row, warp, lane);
     if (cur.has_odd) {
       gather_half<1>(smem, 1, odd, dst_row, warp, lane);
       gather_half<0>(smem, 1, odd, dst_row, warp, lane);
     }
+    // The next pair's indices, loaded a pair ahead of their use.
+    BlockPairCursor nxt = cur;
+    nxt.advance(params, part);
+    LoaderIndices even_indices{}, odd_indices{};
+    if (nxt.valid) {
+      even_indices = load_indices(params, nxt, nxt.even_block, first_row);
+      odd_indices = load_indices(params, nxt, nxt.even_block + 1, first_row);
+    }
     uint32_t phase = 0;
     uint32_t q_phase = 0;
-    for (;;) {
-      BlockPairCursor nxt = cur;
-      nxt.advance(params, part);
-      if (!nxt.valid) break;
-      even = loader_rows(params, nxt, nxt.even_block, first_row, lane);
-      odd = loader_rows(params, nxt, nxt.even_block + 1, first_row, lane);
+    while (nxt.valid) {
+      even = rows_of(params, even_indices, lane);
+      odd = rows_of(params, odd_indices, lane);
+      BlockPairCursor after = nxt;
+      after.advance(params, part);
+      if (after.valid) {
+        even_indices = load_indices(params, after, after.even_block, first_row);
+        odd_indices = load_indices(params, after, after.even_block + 1, first_row);
+      }
       if (nxt.item != cur.item) {
         common::mbarrier_wait(&smem.q_empty, q_phase);
         q_phase ^= 1;
@@ -235,6 +260,7 @@ struct AlternateBlocksKernel {
       if (nxt.has_odd) gather_half<0>(smem, 1, odd, dst_row, warp, lane);
       phase ^= 1;
       cur = nxt;
+      nxt = after;
     }
     common::cp_async_wait_all();  // nothing in flight when the warpgroup exits
   }
