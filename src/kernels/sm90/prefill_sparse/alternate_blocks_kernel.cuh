@@ -66,8 +66,10 @@ inline constexpr int kAlternateConsumerThreads = 2 * kWarpgroupThreads;
 inline constexpr int kAlternateCtaThreads = 3 * kWarpgroupThreads;
 inline constexpr int kAlternateLeftTiles = 4;  // tiles 0-3: V's left half; the rest: V's right half (+ RoPE)
 // setmaxnreg: the gather warpgroup gives back what the two consumers take (sum <= 3 x 168).
-inline constexpr int kAlternateLoaderRegs = 72;  // 56 spilled with the indices a pair ahead
-inline constexpr int kAlternateConsumerRegs = 216;
+inline constexpr int kAlternateLoaderRegs = 56;
+// NOTE: at 216 ptxas serialises every WGMMA of the consumers (an arrive and a wait around each;
+// measured 1.6x slower), so the gather keeps to 56.
+inline constexpr int kAlternateConsumerRegs = 224;
 static_assert(kAlternateLoaderRegs + 2 * kAlternateConsumerRegs <= 3 * kEntryRegs, "setmaxnreg budget");
 
 struct AlternateBlocksBarriers {
@@ -124,8 +126,9 @@ struct AlternateBlocksKernel {
   };
 
   // The lane's four indices of `block` of the cursor's token (-1 past the token's blocks). Loaded
-  // a pair before rows_of turns them into addresses: their first use (the sign extension) was
-  // the gather's top stall site under ncu, the gather warpgroup then busy 81 % of the kernel.
+  // a pair before gather_half turns them into addresses: their first use (the sign extension)
+  // was the gather's top stall site under ncu, the gather warpgroup then busy 81 % of the kernel.
+  // The gather keeps indices, not addresses (8 registers a pair, not 18), to stay within 56.
   struct LoaderIndices {
     int32_t index[4];  // rows first_row + 4 i
   };
@@ -161,8 +164,10 @@ struct AlternateBlocksKernel {
   // the rows' validity: that warpgroup reads the bits (its mask) before it frees that half, so
   // the rewrite is ordered after the read.
   template <int kHalf>
-  static __device__ __forceinline__ void gather_half(SharedStorage& smem, int buf, const LoaderRows& rows,
-                                                     const uint32_t (&dst_row)[2], int warp, int lane) {
+  static __device__ __forceinline__ void gather_half(const KernelParams& params, SharedStorage& smem, int buf,
+                                                     const LoaderIndices& indices, const uint32_t (&dst_row)[2],
+                                                     int warp, int lane) {
+    const LoaderRows rows = rows_of(params, indices, lane);
     constexpr int kTileBegin = kHalf == 0 ? 0 : kAlternateLeftTiles;
     constexpr int kTileEnd = kHalf == 0 ? kAlternateLeftTiles : kTiles;
     constexpr uint32_t kChunkBytes = uint32_t(T::kChunkElems) * sizeof(Element);
@@ -218,49 +223,47 @@ struct AlternateBlocksKernel {
     cur.first(params, part);
     if (!cur.valid) return;
     gather_q(params, smem, cur.item, q_group, warp, lane);
-    LoaderRows even = rows_of(params, load_indices(params, cur, cur.even_block, first_row), lane);
-    LoaderRows odd = rows_of(params, load_indices(params, cur, cur.even_block + 1, first_row), lane);
-    gather_half<0>(smem, 0, even, dst_row, warp, lane);
-    gather_half<1>(smem, 0, even, dst_row, warp, lane);
+    LoaderIndices even = load_indices(params, cur, cur.even_block, first_row);
+    LoaderIndices odd = load_indices(params, cur, cur.even_block + 1, first_row);
+    gather_half<0>(params, smem, 0, even, dst_row, warp, lane);
+    gather_half<1>(params, smem, 0, even, dst_row, warp, lane);
     if (cur.has_odd) {
-      gather_half<1>(smem, 1, odd, dst_row, warp, lane);
-      gather_half<0>(smem, 1, odd, dst_row, warp, lane);
+      gather_half<1>(params, smem, 1, odd, dst_row, warp, lane);
+      gather_half<0>(params, smem, 1, odd, dst_row, warp, lane);
     }
     // The next pair's indices, loaded a pair ahead of their use.
+    int item = cur.item;
     BlockPairCursor nxt = cur;
     nxt.advance(params, part);
-    LoaderIndices even_indices{}, odd_indices{};
     if (nxt.valid) {
-      even_indices = load_indices(params, nxt, nxt.even_block, first_row);
-      odd_indices = load_indices(params, nxt, nxt.even_block + 1, first_row);
+      even = load_indices(params, nxt, nxt.even_block, first_row);
+      odd = load_indices(params, nxt, nxt.even_block + 1, first_row);
     }
     uint32_t phase = 0;
     uint32_t q_phase = 0;
     while (nxt.valid) {
-      even = rows_of(params, even_indices, lane);
-      odd = rows_of(params, odd_indices, lane);
-      BlockPairCursor after = nxt;
-      after.advance(params, part);
-      if (after.valid) {
-        even_indices = load_indices(params, after, after.even_block, first_row);
-        odd_indices = load_indices(params, after, after.even_block + 1, first_row);
-      }
-      if (nxt.item != cur.item) {
+      const LoaderIndices pair_even = even, pair_odd = odd;
+      const bool has_odd = nxt.has_odd;
+      if (nxt.item != item) {
+        item = nxt.item;
         common::mbarrier_wait(&smem.q_empty, q_phase);
         q_phase ^= 1;
-        gather_q(params, smem, nxt.item, q_group, warp, lane);
+        gather_q(params, smem, item, q_group, warp, lane);
+      }
+      nxt.advance(params, part);
+      if (nxt.valid) {
+        even = load_indices(params, nxt, nxt.even_block, first_row);
+        odd = load_indices(params, nxt, nxt.even_block + 1, first_row);
       }
       common::mbarrier_wait(&smem.extra.tile_free[0][0], phase);
-      gather_half<0>(smem, 0, even, dst_row, warp, lane);
+      gather_half<0>(params, smem, 0, pair_even, dst_row, warp, lane);
       common::mbarrier_wait(&smem.extra.tile_free[0][1], phase);
-      gather_half<1>(smem, 0, even, dst_row, warp, lane);
+      gather_half<1>(params, smem, 0, pair_even, dst_row, warp, lane);
       common::mbarrier_wait(&smem.extra.tile_free[1][1], phase);
-      if (nxt.has_odd) gather_half<1>(smem, 1, odd, dst_row, warp, lane);
+      if (has_odd) gather_half<1>(params, smem, 1, pair_odd, dst_row, warp, lane);
       common::mbarrier_wait(&smem.extra.tile_free[1][0], phase);
-      if (nxt.has_odd) gather_half<0>(smem, 1, odd, dst_row, warp, lane);
+      if (has_odd) gather_half<0>(params, smem, 1, pair_odd, dst_row, warp, lane);
       phase ^= 1;
-      cur = nxt;
-      nxt = after;
     }
     common::cp_async_wait_all();  // nothing in flight when the warpgroup exits
   }
