@@ -326,27 +326,16 @@ struct AlternateBlocksKernel {
           Loop::issue_pv(mma_pv, smem.p, smem.kv[0] + T::kVHalfOffset, thread, tOrO);
           // ---- c. P_o -> sP1, O_R to the pair's max, O_R += P_o.V_o,R
           if (cur.has_odd) {
-#pragma unroll
-            for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
-            const int valid_o = block_valid_tokens(cur.length, even + 1);
-            if (valid_o < BLOCK_N) {
-              Loop::zero_tail_rows(smem.kv[1], valid_o, thread);
-              common::fence_view_async_shared();
-              common::named_barrier_sync(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads);
-            }
-            Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
-            common::fence_view_async_shared();
-            Pair::signal(smem, heads_on_m::kP1);
-            // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so
-            // all four warps must take the same branch (compute-sanitizer synccheck:
-            // "mismatching warpgroup instruction pc between warps" with a warp vote).
-            if (!common::named_barrier_all(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads,
-                                           common::rows_unscaled(scale1))) {
-              warpgroup_wait<0>();
-              warpgroup_fence_operand(tOrO);
-              common::rescale_rows(tOrO_rc, scale1);
-            }
-            Loop::issue_pv_regs(mma_pv_regs, tSrP, smem.kv[1] + T::kVHalfOffset, thread, tOrO);
+            const auto zero_tail = [&] {
+              const int valid_o = block_valid_tokens(cur.length, even + 1);
+              if (valid_o < BLOCK_N) {
+                Loop::zero_tail_rows(smem.kv[1], valid_o, thread);
+                common::fence_view_async_shared();
+                common::named_barrier_sync(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads);
+              }
+            };
+            Pair::template odd_p_and_pv<Loop>(smem, tSrS, tSrP, p_dst0, scale1, zero_tail, mma_pv_regs,
+                                              smem.kv[1] + T::kVHalfOffset, tOrO, tOrO_rc, thread);
           }
           // ---- d. frees: K0 tiles 4-8 and sP0 after P_e.V_e,R, K1 tiles 4-8 after P_o.V_o,R
           // (without an odd block P_e.V_e,R is the one product in flight: wait for all of it)

@@ -12,7 +12,9 @@
 #include <cstdint>
 
 #include "kernels/common/barriers.cuh"
+#include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/sm90/heads_on_m/config.h"
 #include "kernels/sm90/heads_on_m/problem.cuh"
 #include "openmla/schedule.h"
 
@@ -102,6 +104,35 @@ struct PairSteps {
         s_scale[tile_row[i]] = scale[i];
       }
     }
+  }
+
+  // WG1, step c of a pair with an odd block: P_o (tSrS rounded) -> sP1 at p_dst0 once
+  // `before_store` ran (the kernel's own step: the dense kernel zeroes K1's tail rows, the prefill
+  // kernel waits for sP1 to be free) [kP1]; O_R to the pair's max unless no row's max moved; then
+  // O_R += P_o.V_o,R (v_odd_right: K1's right half) is issued.
+  // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so all four warps must
+  // take the same branch (compute-sanitizer synccheck: "mismatching warpgroup instruction pc
+  // between warps" with a warp vote).
+  template <class Loop, class BeforeStore, class TensorS, class TensorP, class MmaPVRegs, class Element, class TensorO,
+            class TensorORowCol>
+  static __device__ __forceinline__ void odd_p_and_pv(SharedStorage& smem, const TensorS& tSrS, TensorP& tSrP,
+                                                      uint32_t p_dst0, const float (&scale1)[2],
+                                                      const BeforeStore& before_store, MmaPVRegs& mma_pv_regs,
+                                                      Element* v_odd_right, TensorO& tOrO,
+                                                      TensorORowCol& tOrO_rc, int thread) {
+#pragma unroll
+    for (int v = 0; v < cute::size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
+    before_store();
+    Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
+    common::fence_view_async_shared();
+    signal(smem, kP1);
+    if (!common::named_barrier_all(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads,
+                                   common::rows_unscaled(scale1))) {
+      cute::warpgroup_wait<0>();
+      cute::warpgroup_fence_operand(tOrO);
+      common::rescale_rows(tOrO_rc, scale1);
+    }
+    Loop::issue_pv_regs(mma_pv_regs, tSrP, v_odd_right, thread, tOrO);
   }
 
   static __device__ __forceinline__ void signal(SharedStorage& smem, Handoff h) {

@@ -433,22 +433,12 @@ struct AlternateBlocksKernel {
           // ---- c. P_o -> sP1 (once WG0's previous P_o.V_o,L retired), O_R to the pair's max,
           // O_R += P_o.V_o,R
           if (cur.has_odd) {
-#pragma unroll
-            for (int v = 0; v < size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
-            common::mbarrier_wait(&smem.p_empty, p1_phase ^ 1);
-            p1_phase ^= 1;
-            Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
-            common::fence_view_async_shared();
-            Pair::signal(smem, heads_on_m::kP1);
-            // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so
-            // all four warps must take the same branch (compute-sanitizer synccheck).
-            if (!common::named_barrier_all(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads,
-                                           common::rows_unscaled(scale1))) {
-              warpgroup_wait<0>();
-              warpgroup_fence_operand(tOrO);
-              common::rescale_rows(tOrO_rc, scale1);
-            }
-            Loop::issue_pv_regs(mma_pv_regs, tSrP, smem.kv[1] + T::kVHalfOffset, thread, tOrO);
+            const auto await_p1_free = [&] {
+              common::mbarrier_wait(&smem.p_empty, p1_phase ^ 1);
+              p1_phase ^= 1;
+            };
+            Pair::template odd_p_and_pv<Loop>(smem, tSrS, tSrP, p_dst0, scale1, await_p1_free, mma_pv_regs,
+                                              smem.kv[1] + T::kVHalfOffset, tOrO, tOrO_rc, thread);
           }
           // ---- d. frees: K0's right half (with sP0 at d_qk 576) after P_e.V_e,R, K1's after P_o.V_o,R
           // (without an odd block P_e.V_e,R is the one product in flight: wait for all of it)
