@@ -201,22 +201,12 @@ struct AlternateBlocksKernel {
     static_assert(decltype(size<1>(tOrO_rc))::value == 64 && decltype(size<1>(tSrS_rc))::value == 16);
     int tile_row[2];
     QueryRow rows[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_row[i] = int(get<0>(tScS_rc(i, 0)));
-      rows[i] = Problem::query_row(params, q_group, tile_row[i]);
-    }
-    // stmatrix destination of group 0; group g's is group 0's XOR 32 g (1024-aligned P tiles; the
-    // identity holds for every thread of CuTe's partition), so P's address takes one register.
-    uint32_t p_dst0;
-    {
-      uint32_t dst[4];
-      Loop::p_store_addresses(wg == 0 ? smem.p : smem.q + 8 * T::kChunkElems, thread, dst);
-      p_dst0 = dst[0];
-    }
-    float* const s_max = smem.piece_lse;  // running row max (log2 domain), shared by both warpgroups
-    // WG0's factor of the pair in row_scale, WG1's in row_norm.
-    const typename Pair::RowState state{s_max, smem.row_scale, smem.row_norm};
+    Pair::template tile_rows<Problem>(params, q_group, tScS_rc, tile_row, rows);
+    // P tiles: WG0's is the plan's, WG1's is Q's RoPE tile (read from registers by S).
+    const uint32_t p_dst0 =
+        Pair::template p_store_base<Loop>(wg == 0 ? smem.p : smem.q + 8 * T::kChunkElems, thread);
+    const typename Pair::RowState state = Pair::row_state(smem);
+    float* const s_max = state.max;
 
     BlockPairCursor cur;
     cur.first(params, part);

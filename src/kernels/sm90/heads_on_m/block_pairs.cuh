@@ -151,6 +151,34 @@ struct PairSteps {
     float* scale0;
     float* scale1;
   };
+  // The running row max (log2 domain) in piece_lse, shared by both warpgroups; WG0's factor of
+  // the pair in row_scale, WG1's in row_norm.
+  static __device__ __forceinline__ RowState row_state(SharedStorage& smem) {
+    return RowState{smem.piece_lse, smem.row_scale, smem.row_norm};
+  }
+
+  // This thread's two tile rows of S (tScS_rc: the (row, column) identity in row-col view) and
+  // the query rows they hold.
+  template <class Problem, class TensorCRowCol>
+  static __device__ __forceinline__ void tile_rows(const typename Problem::Params& params, int q_group,
+                                                   const TensorCRowCol& tScS_rc, int (&tile_row)[2],
+                                                   QueryRow (&rows)[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_row[i] = int(cute::get<0>(tScS_rc(i, 0)));
+      rows[i] = Problem::query_row(params, q_group, tile_row[i]);
+    }
+  }
+
+  // stmatrix destination of group 0 in the P tile `p_tile`; group g's is group 0's XOR 32 g
+  // (1024-aligned P tiles; the identity holds for every thread of CuTe's partition), so P's
+  // address takes one register.
+  template <class Loop, class Element>
+  static __device__ __forceinline__ uint32_t p_store_base(Element* p_tile, int thread) {
+    uint32_t dst[4];
+    Loop::p_store_addresses(p_tile, thread, dst);
+    return dst[0];
+  }
 
   // WG0, step a: softmax of the even block (masked) against m_old(i) [kScale0]; P_e -> tSrP, the
   // row sums and O_L moved to the block's max.
