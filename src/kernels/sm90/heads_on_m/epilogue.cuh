@@ -11,7 +11,8 @@
 // of adjacent columns, written as one 4-byte (bf16/fp16) or 8-byte (fp32) store
 // at a fixed offset from the row's pointer; or (store_o_staged, final items of
 // kernels with free shared memory at the item end) through shared memory as
-// 16-byte stores.
+// 16-byte stores; or (store_o_wide, final items) as 16-byte stores after a
+// transpose inside each quad, with no shared memory.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -70,6 +71,52 @@ struct Epilogue {
         packed[0] = Element(tOrO_rc(i, j) * norm[i]);
         packed[1] = Element(tOrO_rc(i, j + 1) * norm[i]);
         *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + 4 * j) = packed;
+      }
+    }
+  }
+
+  // store_o of an item that goes to `out` (not a split piece) with 16-byte stores and no shared
+  // memory: a quad holds whole rows, column pair q of every 8-column group in lane q; four groups at
+  // a time are transposed across the quad (two shuffle rounds), so that lane q then holds group
+  // g0 + q whole and writes it with one 16-byte store. A quarter of store_o's store instructions,
+  // each writing 64 contiguous bytes of a row per quad. Needs 16-byte aligned rows (the API
+  // validates out and its strides to 16 bytes).
+  template <class TensorORowCol>
+  static __device__ __forceinline__ void store_o_wide(const Params& params, int item, const TensorORowCol& tOrO_rc,
+                                                      const QueryRow (&rows)[2], const float (&norm)[2],
+                                                      int col_offset, int lane) {
+    using namespace cute;
+    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 64 values: 32 groups of a column pair
+    static_assert(kCols % 8 == 0 && sizeof(Element) == 2, "four groups of bf16 / fp16 pairs per transpose");
+    const int quad_lane = lane % 4;
+    const bool odd = (quad_lane & 1) != 0, upper = (quad_lane & 2) != 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      Element* const row = rows[i].real ? Problem::out_row(params, item, rows[i]) + col_offset : nullptr;  // [256]
+#pragma unroll
+      for (int g0 = 0; g0 < kCols / 2; g0 += 4) {
+        uint32_t w[4];  // w[t]: this lane's column pair of group g0 + t
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          cutlass::Array<Element, 2> packed;
+          packed[0] = Element(tOrO_rc(i, 2 * (g0 + t)) * norm[i]);
+          packed[1] = Element(tOrO_rc(i, 2 * (g0 + t) + 1) * norm[i]);
+          w[t] = reinterpret_cast<const uint32_t&>(packed);
+        }
+        // Round 1 swaps across lane bit 0, round 2 across bit 1: then w[s] is lane s's pair of group g0 + q.
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w[2 * k] : w[2 * k + 1], 1);
+          w[2 * k] = odd ? got : w[2 * k];
+          w[2 * k + 1] = odd ? w[2 * k + 1] : got;
+        }
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const uint32_t got = __shfl_xor_sync(0xffffffffu, upper ? w[k] : w[k + 2], 2);
+          w[k] = upper ? got : w[k];
+          w[k + 2] = upper ? w[k + 2] : got;
+        }
+        if (row != nullptr) *reinterpret_cast<uint4*>(row + 8 * (g0 + quad_lane)) = make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
   }

@@ -465,7 +465,13 @@ struct AlternateBlocksKernel {
       }
       // The row sums are rewritten at the next token's end, after hand-offs that follow these reads.
       using Epilogue = heads_on_m::Epilogue<T, Problem>;
-      Epilogue::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
+      // NOTE: 16-byte stores (store_o_wide): with store_o's 4-byte ones every consumer warp stalled on
+      // the store queue at each token's end, 8 % of the kernel's cycles (docs/kernels/prefill_sparse.md).
+      if (blocks.partial) {
+        Epilogue::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
+      } else {
+        Epilogue::store_o_wide(params, item, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
+      }
       if (wg == 0) Epilogue::store_lse(params, item, blocks, rows, final_max, total, lane);
       cur.advance(params, part);
     }

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Kernel A/B by SM cycles under Nsight Compute: a sparse prefill case, OpenMLA and FlashMLA.
+
+Why: bench/compare.py's times of a 2-4 ms compute-bound kernel moved by up to 7 % between runs of the
+same build on the H200 (clocks left to the machine), which hides a 2 % change. ncu replays each launch
+alone with the caches flushed, and the elapsed SM cycles of one kernel repeat within 0.3 %
+(docs/performance.md, "Sparse prefill, session 24"). Cycles, not times: the two libraries run at
+different clocks (FlashMLA's kernel ~4 % lower), and the clocks are never locked (--clock-control none).
+
+Two modes:
+  target D_QK H_Q S_KV [N]   the process ncu profiles: builds compare.prefill_inputs(4096, H_Q, S_KV,
+                             d_qk=D_QK), then calls OpenMLA N times (default 4), then FlashMLA N times
+  table CSV...               reads `ncu --csv --metrics ...` outputs and prints, per file and library,
+                             the mean / min / max of sm__cycles_elapsed.max and the mean time and clock
+
+usage on the GPU machine (PYTHONPATH holding openmla, flash_mla, python/tests and bench):
+  ncu --csv --clock-control none \\
+      --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,sm__cycles_elapsed.avg.per_second \\
+      -k 'regex:prefill_sparse_alternate|sparse_attn_fwd' \\
+      python3 bench/ncu_cycles.py target 576 128 8192 > cycles.csv
+  python3 bench/ncu_cycles.py table cycles.csv
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import sys
+
+CYCLES = "sm__cycles_elapsed.max"
+TIME_NS = "gpu__time_duration.sum"
+CLOCK_HZ = "sm__cycles_elapsed.avg.per_second"
+
+
+def run_target(d_qk: int, h_q: int, s_kv: int, calls: int) -> None:
+    import torch
+
+    import compare
+
+    inputs = compare.prefill_inputs(4096, h_q, s_kv, d_qk=d_qk)
+    for make in (compare.openmla_prefill, compare.flash_mla_prefill):
+        call = make(inputs)
+        if call is None:
+            continue
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+
+
+def library_of(kernel_name: str) -> str:
+    return "openmla" if "prefill_sparse" in kernel_name else "flash_mla"
+
+
+def read_launches(path: str) -> dict:
+    """library -> list of {metric: value} per profiled launch, in launch order."""
+    with open(path) as f:
+        rows = list(csv.reader(line for line in f if line.startswith('"')))
+    if not rows:
+        return {}
+    header = rows[0]
+    launch_col, kernel_col = header.index("ID"), header.index("Kernel Name")
+    metric_col, value_col = header.index("Metric Name"), header.index("Metric Value")
+    launches = collections.defaultdict(dict)
+    for row in rows[1:]:
+        try:
+            value = float(row[value_col].replace(",", ""))
+        except ValueError:
+            continue
+        launches[(int(row[launch_col]), library_of(row[kernel_col]))][row[metric_col]] = value
+    by_library = collections.defaultdict(list)
+    for (_, library), metrics in sorted(launches.items()):
+        if CYCLES in metrics:
+            by_library[library].append(metrics)
+    return by_library
+
+
+def print_table(paths: list) -> None:
+    for path in paths:
+        for library, launches in sorted(read_launches(path).items(), reverse=True):
+            cycles = [m[CYCLES] / 1e6 for m in launches]
+            micros = [m.get(TIME_NS, 0.0) / 1e3 for m in launches]
+            mhz = [m.get(CLOCK_HZ, 0.0) / 1e6 for m in launches]
+            print(f"{path}  {library:9s} launches {len(launches)}  Mcycles {sum(cycles) / len(cycles):.3f} "
+                  f"(min {min(cycles):.3f}, max {max(cycles):.3f})  us {sum(micros) / len(micros):.0f}  "
+                  f"MHz {sum(mhz) / len(mhz):.0f}")
+
+
+def main(argv: list) -> int:
+    if len(argv) >= 4 and argv[0] == "target":
+        run_target(int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]) if len(argv) > 4 else 4)
+        return 0
+    if len(argv) >= 2 and argv[0] == "table":
+        print_table(argv[1:])
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
