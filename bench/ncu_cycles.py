@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import math
 import sys
 
 CYCLES = "sm__cycles_elapsed.max"
@@ -52,7 +53,8 @@ def library_of(kernel_name: str) -> str:
 
 
 def read_launches(path: str) -> dict:
-    """library -> list of {metric: value} per profiled launch, in launch order."""
+    """library -> list of {metric: value} per profiled launch, in launch order. A launch that did not
+    complete (ncu writes its metrics as nan, e.g. after an illegal instruction) has no entry."""
     with open(path) as f:
         rows = list(csv.reader(line for line in f if line.startswith('"')))
     if not rows:
@@ -66,6 +68,8 @@ def read_launches(path: str) -> dict:
             value = float(row[value_col].replace(",", ""))
         except ValueError:
             continue
+        if not math.isfinite(value):
+            continue
         launches[(int(row[launch_col]), library_of(row[kernel_col]))][row[metric_col]] = value
     by_library = collections.defaultdict(list)
     for (_, library), metrics in sorted(launches.items()):
@@ -76,7 +80,10 @@ def read_launches(path: str) -> dict:
 
 def print_table(paths: list) -> None:
     for path in paths:
-        for library, launches in sorted(read_launches(path).items(), reverse=True):
+        by_library = read_launches(path)
+        if not by_library:
+            print(f"{path}  no completed launch (see the ncu log in the file)")
+        for library, launches in sorted(by_library.items(), reverse=True):
             cycles = [m[CYCLES] / 1e6 for m in launches]
             micros = [m.get(TIME_NS, 0.0) / 1e3 for m in launches]
             mhz = [m.get(CLOCK_HZ, 0.0) / 1e6 for m in launches]
