@@ -86,7 +86,7 @@ struct Epilogue {
                                                       const QueryRow (&rows)[2], const float (&norm)[2],
                                                       int col_offset, int lane) {
     using namespace cute;
-    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 64 values: 32 groups of a column pair
+    constexpr int kCols = decltype(size<1>(tOrO_rc))::value;  // 64 values: a column pair of each of 32 groups
     static_assert(kCols % 8 == 0 && sizeof(Element) == 2, "four groups of bf16 / fp16 pairs per transpose");
     const int quad_lane = lane % 4;
     const bool odd = (quad_lane & 1) != 0, upper = (quad_lane & 2) != 0;

@@ -465,8 +465,9 @@ struct AlternateBlocksKernel {
       }
       // The row sums are rewritten at the next token's end, after hand-offs that follow these reads.
       using Epilogue = heads_on_m::Epilogue<T, Problem>;
-      // NOTE: 16-byte stores (store_o_wide): with store_o's 4-byte ones every consumer warp stalled on
-      // the store queue at each token's end, 8 % of the kernel's cycles (docs/kernels/prefill_sparse.md).
+      // NOTE: 16-byte stores (store_o_wide). With store_o's 4-byte ones every consumer warp stalled on
+      // the store queue at each token's end; the O store cost about 8 % of the kernel's cycles, and
+      // store_o_wide took 4-5 % off (docs/kernels/prefill_sparse.md, docs/performance.md session 24).
       if (blocks.partial) {
         Epilogue::store_o(params, item, blocks, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
       } else {
