@@ -366,7 +366,10 @@ NB_MODULE(_C, m) {
       .def_rw("s_kv", &SparsePrefillShape::s_kv)
       .def_rw("d_qk", &SparsePrefillShape::d_qk)
       .def_rw("d_v", &SparsePrefillShape::d_v)
-      .def_rw("topk", &SparsePrefillShape::topk);
+      .def_rw("topk", &SparsePrefillShape::topk)
+      .def_rw("fp8_kv_cache", &SparsePrefillShape::fp8_kv_cache)
+      .def_rw("page_size", &SparsePrefillShape::page_size)
+      .def_rw("num_pages", &SparsePrefillShape::num_pages);
 
   nb::class_<DecodePlan>(m, "DecodePlan")
       .def_ro("num_items", &DecodePlan::num_items)

@@ -167,3 +167,18 @@ def test_mixed_devices_are_named():
     x = make_dense_inputs([10], h_q=16, page_size=16)
     with pytest.raises(ValueError, match=r"dense_decode: argument 'seqlens' is on another device"):
         openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens.cuda())
+
+
+def test_prefill_shape_plans_both_modes():
+    # _C.SparsePrefillShape carries FP8-cache mode: that plan names the sparse decode kernels.
+    shape = _C.SparsePrefillShape()
+    shape.s_q, shape.h_q, shape.topk = 4096, 64, 2048
+    shape.s_kv = 32768
+    bf16 = _C.plan_sparse_prefill(shape, _C.DeviceInfo(), _C.PlanOptions())
+    shape.fp8_kv_cache, shape.page_size, shape.num_pages = True, 64, 512
+    fp8 = _C.plan_sparse_prefill(shape, _C.DeviceInfo(), _C.PlanOptions())
+    assert (bf16.num_items, fp8.num_items) == (4096, 4096)
+    assert (bf16.kernel, fp8.kernel) == ("sparse_prefill_alternate_blocks", "sparse_heads_on_m")
+    shape.num_pages = 0  # the FP8 cache's pages must be given
+    with pytest.raises(ValueError, match="num_pages"):
+        _C.plan_sparse_prefill(shape, _C.DeviceInfo(), _C.PlanOptions())
