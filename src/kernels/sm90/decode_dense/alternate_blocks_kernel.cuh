@@ -286,11 +286,7 @@ struct AlternateBlocksKernel {
           }
           // ---- h. after O_L += P_o.V_o,L, K1's tiles 0-3 are free
           if (cur.has_odd) {
-            if (same_item) {
-              warpgroup_wait<1>();
-            } else {
-              warpgroup_wait<0>();
-            }
+            Pair::wait_products(same_item);
             warpgroup_fence_operand(tOrO);
           }
           if (lane == 0) common::mbarrier_arrive(&smem.extra.tile_free[1][0]);
@@ -329,11 +325,7 @@ struct AlternateBlocksKernel {
           }
           // ---- d. frees: K0 tiles 4-8 and sP0 after P_e.V_e,R, K1 tiles 4-8 after P_o.V_o,R
           // (without an odd block P_e.V_e,R is the one product in flight: wait for all of it)
-          if (cur.has_odd) {
-            warpgroup_wait<1>();
-          } else {
-            warpgroup_wait<0>();
-          }
+          Pair::wait_products(cur.has_odd);
           if (lane == 0) {
             common::mbarrier_arrive(&smem.extra.tile_free[0][1]);
             common::mbarrier_arrive(&smem.p_empty);

@@ -135,6 +135,16 @@ struct PairSteps {
     Loop::issue_pv_regs(mma_pv_regs, tSrP, v_odd_right, thread, tOrO);
   }
 
+  // Wait for this warpgroup's committed WGMMA batches, all but the newest when `keep_newest` (a
+  // product the step leaves running). The condition must be uniform over the warpgroup.
+  static __device__ __forceinline__ void wait_products(bool keep_newest) {
+    if (keep_newest) {
+      cute::warpgroup_wait<1>();
+    } else {
+      cute::warpgroup_wait<0>();
+    }
+  }
+
   static __device__ __forceinline__ void signal(SharedStorage& smem, Handoff h) {
     common::mbarrier_arrive(&smem.extra.handoff[h]);
   }

@@ -33,6 +33,16 @@ struct Epilogue {
   using Element = typename Traits::Element;
   using Params = typename Problem::Params;
 
+  // Values j and j + 1 of row i of tOrO_rc, times norm, as a pair of the output type (4 bytes).
+  template <class TensorORowCol>
+  static __device__ __forceinline__ cutlass::Array<Element, 2> out_pair(const TensorORowCol& tOrO_rc, int i, int j,
+                                                                       float norm) {
+    cutlass::Array<Element, 2> packed;
+    packed[0] = Element(tOrO_rc(i, j) * norm);
+    packed[1] = Element(tOrO_rc(i, j + 1) * norm);
+    return packed;
+  }
+
   // tOrO_rc: (2 rows, 64 values) row/column view of the fp32 accumulator of
   // O columns [col_offset, col_offset + 256). Value j of a thread's row is column
   // col_offset + 2 * (lane % 4) + (j % 2) + 8 * (j / 2) (sm90 64xN fragment).
@@ -67,10 +77,7 @@ struct Epilogue {
       Element* dst = Problem::out_row(params, item, rows[i]) + thread_col;  // [512] row of out
 #pragma unroll
       for (int j = 0; j < kCols; j += 2) {
-        cutlass::Array<Element, 2> packed;
-        packed[0] = Element(tOrO_rc(i, j) * norm[i]);
-        packed[1] = Element(tOrO_rc(i, j + 1) * norm[i]);
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + 4 * j) = packed;
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + 4 * j) = out_pair(tOrO_rc, i, j, norm[i]);
       }
     }
   }
@@ -98,9 +105,7 @@ struct Epilogue {
         uint32_t w[4];  // w[t]: this lane's column pair of group g0 + t
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
-          cutlass::Array<Element, 2> packed;
-          packed[0] = Element(tOrO_rc(i, 2 * (g0 + t)) * norm[i]);
-          packed[1] = Element(tOrO_rc(i, 2 * (g0 + t) + 1) * norm[i]);
+          const cutlass::Array<Element, 2> packed = out_pair(tOrO_rc, i, 2 * (g0 + t), norm[i]);
           w[t] = reinterpret_cast<const uint32_t&>(packed);
         }
         // Round 1 swaps across lane bit 0, round 2 across bit 1: then w[s] is lane s's pair of group g0 + q.
@@ -147,9 +152,7 @@ struct Epilogue {
       const uint32_t row_stage = stage + uint32_t(tile_row[i] * kStageRowBytes + 4 * quad_lane);
 #pragma unroll
       for (int j = 0; j < kCols; j += 2) {
-        cutlass::Array<Element, 2> packed;
-        packed[0] = Element(tOrO_rc(i, j) * norm[i]);
-        packed[1] = Element(tOrO_rc(i, j + 1) * norm[i]);
+        const cutlass::Array<Element, 2> packed = out_pair(tOrO_rc, i, j, norm[i]);
         common::st_shared_b32(row_stage + uint32_t(8 * j), reinterpret_cast<const uint32_t&>(packed));
       }
     }

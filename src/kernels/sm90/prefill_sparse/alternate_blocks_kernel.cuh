@@ -387,11 +387,7 @@ struct AlternateBlocksKernel {
           if (same_item) issue_s_tiles(smem, 0, phase0, 0, kAlternateLeftTiles - 1, true, tSrS, thread);
           // ---- h. after O_L += P_o.V_o,L, K1's tiles 0-3 and sP1 are free
           if (cur.has_odd) {
-            if (same_item) {
-              warpgroup_wait<1>();
-            } else {
-              warpgroup_wait<0>();
-            }
+            Pair::wait_products(same_item);
             warpgroup_fence_operand(tOrO);
           }
           common::mbarrier_arrive(&smem.extra.tile_free[1][0]);
@@ -430,11 +426,7 @@ struct AlternateBlocksKernel {
           }
           // ---- d. frees: K0's right half (with sP0 at d_qk 576) after P_e.V_e,R, K1's after P_o.V_o,R
           // (without an odd block P_e.V_e,R is the one product in flight: wait for all of it)
-          if (cur.has_odd) {
-            warpgroup_wait<1>();
-          } else {
-            warpgroup_wait<0>();
-          }
+          Pair::wait_products(cur.has_odd);
           common::mbarrier_arrive(&smem.extra.tile_free[0][1]);
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
