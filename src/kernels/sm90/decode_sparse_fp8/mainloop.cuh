@@ -11,7 +11,7 @@
 //   q_full      (256 arrivals, with the stage of an item's first block)
 //   q_empty     (4 arrivals: the consumer warps, after the item's last S^T)
 // Producer lookahead, per warp: one register holds the cache offsets of its 8
-// rows for blocks n .. n + 3 (8 lanes a block), raw indices of n + 4 wait in
+// rows for blocks n .. n + 3 (8 lanes a block), those of n + 4 wait in
 // another; tokens of n + 3 are prefetched into L2; the next block's codes,
 // scales and RoPE of its 8 rows are loaded into registers ahead of their
 // stores.
@@ -270,7 +270,8 @@ struct Producer {
       cursor_advance(cfar, params, part);
     }
     int64_t offsets = token_offset(params, index);
-    int32_t pending = lane_block == kLookaheadBlocks - 1 ? block_row_index(params, cfar, lane_row) : -1;  // block 4
+    const int32_t first_pending = lane_block == kLookaheadBlocks - 1 ? block_row_index(params, cfar, lane_row) : -1;
+    int64_t pending_offset = token_offset(params, first_pending);  // block 4's rows (lanes 24-31)
 
     // ---- this lane's store addresses (shared-window offsets) ----
     const bool swap = (lane & 4) != 0;
@@ -300,6 +301,13 @@ struct Producer {
       if (lane_block == kLookaheadBlocks - 1) prefetch_l2(params, offsets);
 
       common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
+      // NOTE: n + 5's offsets are formed here, before this step's row loads. ptxas gives the index
+      // load the same scoreboard as the next block's codes / scales / RoPE loads, so a first use of
+      // the index after them waited for all of those rows to land at every step's end
+      // (docs/performance.md, session 25). Here it waits only for the index and for this block's
+      // rows, which the stores below need anyway; the empty asm keeps the offsets from being sunk.
+      int64_t next_pending_offset = token_offset(params, next_pending);
+      asm volatile("" : "+l"(next_pending_offset));
       if (lane < kRows) smem.token_valid[stage][lane_row] = offsets >= 0 ? 1 : 0;
       store_rope_rows(common::smem_u32(smem.kv[stage]) + Traits::kRopeChunk * Traits::kKvChunkBytes, warp * kRows, lane,
                       rope);
@@ -329,8 +337,8 @@ struct Producer {
 
       // ---- shift the lookahead by one block ----
       offsets = __shfl_down_sync(kFullMask, offsets, kRows);
-      if (lane_block == kLookaheadBlocks - 1) offsets = token_offset(params, pending);
-      pending = next_pending;
+      if (lane_block == kLookaheadBlocks - 1) offsets = pending_offset;
+      pending_offset = next_pending_offset;
       cursor_advance(c0, params, part);
       ++block_counter;
       return c0.active();
