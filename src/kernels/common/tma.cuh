@@ -64,11 +64,6 @@ __device__ __forceinline__ void bulk_copy_to_peer(uint32_t dst, uint32_t src, ui
                : "memory");
 }
 
-// Pull `bytes` (multiple of 16) of global memory into L2 ahead of a later copy.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
-
 // 16-byte shared-memory accesses through shared-window addresses (smem_u32).
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;

@@ -12,12 +12,12 @@
 //   WG0 consumer (setmaxnreg 232): S^T (WGMMA 64xNx16, SS), token mask, online
 //       softmax over the token rows (column reductions across lanes and
 //       warps), P^T -> smem, O^T += V^T.P^T (SS), epilogue.
-//   WG1-2 producers (setmaxnreg 136, 8 warps): index lookahead, L2 prefetch,
+//   WG1-2 producers (setmaxnreg 136, 8 warps): index lookahead, evict-first row loads,
 //       FP8 -> BF16 dequantisation of their own rows (bit trick + one bf16x2
 //       multiply, common/fp8/dequant.cuh), RoPE, Q by cp.async.
 // Shared memory: 2 bf16 K/V stages 144 KB + Q (N x 576) + P^T + column
-// partials (traits.h). Pipeline depth: 2 stages; the producers' register and
-// L2 lookahead hides the gather latency (mainloop.cuh).
+// partials (traits.h). Pipeline depth: 2 stages; the producers' register
+// lookahead hides the gather latency (mainloop.cuh).
 #pragma once
 
 #include <cute/tensor.hpp>

@@ -1,6 +1,6 @@
 // Main loop pieces of the sm90 sparse FP8 decode kernel for h_q <= 32 (the
 // heads-on-N kernel): the (item, block) cursor every role walks (shared with
-// the heads-on-M kernels), the producer (index lookahead, L2 prefetch, FP8 -> BF16
+// the heads-on-M kernels), the producer (index lookahead, FP8 -> BF16
 // dequantisation, RoPE and Q copies) and the consumer building blocks (the
 // two WGMMA products, column reductions of the transposed scores).
 //
@@ -12,9 +12,12 @@
 //   q_empty     (4 arrivals: the consumer warps, after the item's last S^T)
 // Producer lookahead, per warp: one register holds the cache offsets of its 8
 // rows for blocks n .. n + 3 (8 lanes a block), those of n + 4 wait in
-// another; tokens of n + 3 are prefetched into L2; the next block's codes,
-// scales and RoPE of its 8 rows are loaded into registers ahead of their
-// stores.
+// another; the next block's codes, scales and RoPE of its 8 rows are loaded
+// into registers (evict-first: each row is read once) ahead of their stores.
+// NOTE: no L2 prefetch: a bulk prefetch of block n + 3's rows cost 2-4 % at
+// b = 128, h_q = 8 / 16 (of n + 4: 6-7 %, of n + 5: 14-18 %). A second block
+// of rows in registers cost 2-5 %: ptxas gives every row load one scoreboard,
+// so each step waited for both blocks (docs/performance.md, session 26).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -145,9 +148,9 @@ __device__ __forceinline__ void load_token(const KernelParams& params, int64_t o
   scale = 0.0f;
   if (offset >= 0) {
     const uint8_t* token = params.kv_cache + offset;  // [656]
-    codes = __ldg(reinterpret_cast<const uint4*>(token) + lane);
-    scale = __ldg(reinterpret_cast<const float*>(token + kSparseFp8ScaleOffset) +
-                  lane / (kSparseFp8ValuesPerScale / 16));
+    codes = __ldcs(reinterpret_cast<const uint4*>(token) + lane);
+    scale = __ldcs(reinterpret_cast<const float*>(token + kSparseFp8ScaleOffset) +
+                   lane / (kSparseFp8ValuesPerScale / 16));
   }
 }
 
@@ -199,8 +202,8 @@ __device__ __forceinline__ void load_rope_rows(const KernelParams& params, int64
     const int64_t offset = __shfl_sync(0xffffffffu, offsets, first_lane + j);
     rope[k] = make_uint4(0u, 0u, 0u, 0u);
     if (offset >= 0) {
-      rope[k] = __ldg(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
-                      lane % kRopeUnits);
+      rope[k] = __ldcs(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
+                       lane % kRopeUnits);
     }
   }
 }
@@ -241,11 +244,6 @@ struct Producer {
   static constexpr int kQLoadRow = kRows / 2;  // Q copies go out mid-block (the consumer frees Q late)
   static_assert(kRows == kRopeRowsPerWarp && Traits::kRowBytes == kChunkCols * 2, "the RoPE helpers' row layout");
   static constexpr uint32_t kFullMask = 0xffffffffu;
-
-
-  static __device__ __forceinline__ void prefetch_l2(const KernelParams& params, int64_t offset) {
-    if (offset >= 0) common::prefetch_l2_bulk(params.kv_cache + offset, kSparseFp8TokenBytes);
-  }
 
   static __device__ __forceinline__ void copy_q(const KernelParams& params, int item, int head0,
                                                 SharedStorage& smem, int thread) {
@@ -295,10 +293,9 @@ struct Producer {
       const int stage = block_counter % kNumStages;
       const uint32_t phase = (block_counter / kNumStages) & 1;
 
-      // ---- lookahead: raw indices of n + 5, L2 prefetch of own rows of n + 3 ----
+      // ---- lookahead: raw indices of n + 5 ----
       cursor_advance(cfar, params, part);
       const int32_t next_pending = lane_block == kLookaheadBlocks - 1 ? block_row_index(params, cfar, lane_row) : -1;
-      if (lane_block == kLookaheadBlocks - 1) prefetch_l2(params, offsets);
 
       common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
       // NOTE: n + 5's offsets are formed here, before this step's row loads. ptxas gives the index
