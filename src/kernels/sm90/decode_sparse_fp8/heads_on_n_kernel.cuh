@@ -12,7 +12,7 @@
 //   WG0 consumer (setmaxnreg 232): S^T (WGMMA 64xNx16, SS), token mask, online
 //       softmax over the token rows (column reductions across lanes and
 //       warps), P^T -> smem, O^T += V^T.P^T (SS), epilogue.
-//   WG1-2 producers (setmaxnreg 136, 8 warps): index lookahead, evict-first row loads,
+//   WG1-2 producers (setmaxnreg 136, 8 warps): index lookahead, row loads,
 //       FP8 -> BF16 dequantisation of their own rows (bit trick + one bf16x2
 //       multiply, common/fp8/dequant.cuh), RoPE, Q by cp.async.
 // Shared memory: 2 bf16 K/V stages 144 KB + Q (N x 576) + P^T + column

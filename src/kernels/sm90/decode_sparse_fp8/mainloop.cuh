@@ -13,11 +13,14 @@
 // Producer lookahead, per warp: one register holds the cache offsets of its 8
 // rows for blocks n .. n + 3 (8 lanes a block), those of n + 4 wait in
 // another; the next block's codes, scales and RoPE of its 8 rows are loaded
-// into registers (evict-first: each row is read once) ahead of their stores.
-// NOTE: no L2 prefetch: a bulk prefetch of block n + 3's rows cost 2-4 % at
-// b = 128, h_q = 8 / 16 (of n + 4: 6-7 %, of n + 5: 14-18 %). A second block
+// into registers ahead of their stores.
+// NOTE: no L2 prefetch and no cache hint (docs/performance.md, session 26). A
+// bulk prefetch of block n + 3's rows cost 1-4 % (further ahead, more);
+// evict-first loads gain 3-5 % more where no row is read twice but cost 4-9 %
+// where requests share rows (bench/compare.py's 43 MB cache). A second block
 // of rows in registers cost 2-5 %: ptxas gives every row load one scoreboard,
-// so each step waited for both blocks (docs/performance.md, session 26).
+// so each step waited for both blocks; so did odd blocks' rows through a raw
+// cp.async stage with the indices through a cp.async ring (7-21 % slower).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -148,9 +151,9 @@ __device__ __forceinline__ void load_token(const KernelParams& params, int64_t o
   scale = 0.0f;
   if (offset >= 0) {
     const uint8_t* token = params.kv_cache + offset;  // [656]
-    codes = __ldcs(reinterpret_cast<const uint4*>(token) + lane);
-    scale = __ldcs(reinterpret_cast<const float*>(token + kSparseFp8ScaleOffset) +
-                   lane / (kSparseFp8ValuesPerScale / 16));
+    codes = __ldg(reinterpret_cast<const uint4*>(token) + lane);
+    scale = __ldg(reinterpret_cast<const float*>(token + kSparseFp8ScaleOffset) +
+                  lane / (kSparseFp8ValuesPerScale / 16));
   }
 }
 
@@ -202,8 +205,8 @@ __device__ __forceinline__ void load_rope_rows(const KernelParams& params, int64
     const int64_t offset = __shfl_sync(0xffffffffu, offsets, first_lane + j);
     rope[k] = make_uint4(0u, 0u, 0u, 0u);
     if (offset >= 0) {
-      rope[k] = __ldcs(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
-                       lane % kRopeUnits);
+      rope[k] = __ldg(reinterpret_cast<const uint4*>(params.kv_cache + offset + kSparseFp8RopeOffset) +
+                      lane % kRopeUnits);
     }
   }
 }
