@@ -7,6 +7,9 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
   dense_short    s_k=1024 (fixed), b in {1,32,128}, h_q in {16,128}, s_q in {1,4}
   sparse         656-byte FP8 cache, topk 2048, b in {64,128}, h_q in {64,128}, s_q in {1,2}
   sparse_narrow  h_q in {8,16,32} native against FlashMLA padded to 64 heads (as vLLM pads), b in {64,128}
+                 (both groups: one 65536-token cache that every request reads: 43 MB, rows shared, L2-resident)
+  sparse_hbm     (not in the default run) b=128, h_q in {8,16,32,64,128}, s_q in {1,2}: each request reads
+                 its own 32768 tokens of a 2.75 GB cache (HBM, no row shared); h_q < 64 against padded FlashMLA
   long_query     b=4, h_q=128, s_k=4096, causal, s_q in {64,67,100,128,256,512,1024}; OpenMLA also
                  with one part (openmla_one_part: the plan before parts of whole requests)
   dense_fp8      dense_long/short shapes in FP8 beside the vLLM fork's dense FP8 kernel, + h_q=128 s_q>=67
@@ -97,13 +100,25 @@ def quantize_tokens(rows: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def sparse_inputs(b, s_q, h_q, topk=2048, num_tokens=65536, seed=0) -> dict:
+def sparse_inputs(b, s_q, h_q, topk=2048, num_tokens=65536, seed=0, own_context=0) -> dict:
+    """One cache of num_tokens tokens that every request reads (43 MB: L2-resident, rows shared by
+    requests); or, with own_context > 0, a cache of b * own_context tokens of which each request reads only
+    its own own_context (b = 128, 32768: 2.75 GB streamed from HBM, no row shared, as in serving
+    without shared prefixes; the shape of openmla_bench's sparse cases)."""
     cuda_gen = torch.Generator(device="cuda").manual_seed(seed)
-    cache = quantize_tokens(torch.randn(num_tokens, D_QK, generator=cuda_gen, device="cuda") * 0.5)
-    cache = cache.view(num_tokens // PAGE, PAGE, 1, TOKEN_BYTES)
+    context = own_context or num_tokens
+    total = b * own_context if own_context else num_tokens
+    cache = torch.empty(total, TOKEN_BYTES, dtype=torch.uint8, device="cuda")
+    chunk = 1 << 18  # quantised a chunk at a time: the float rows of 4 M tokens would take 9.7 GB
+    for first in range(0, total, chunk):
+        n = min(chunk, total - first)
+        cache[first:first + n] = quantize_tokens(torch.randn(n, D_QK, generator=cuda_gen, device="cuda") * 0.5)
+    cache = cache.view(total // PAGE, PAGE, 1, TOKEN_BYTES)
     q = (torch.randn(b, s_q, h_q, D_QK, generator=cuda_gen, device="cuda") * 0.5).to(torch.bfloat16)
     # distinct random tokens per row: the topk smallest of random keys
-    indices = torch.rand(b * s_q, num_tokens, generator=cuda_gen, device="cuda").topk(topk, dim=1).indices
+    indices = torch.rand(b * s_q, context, generator=cuda_gen, device="cuda").topk(topk, dim=1).indices
+    if own_context:  # row r belongs to request r // s_q
+        indices += (torch.arange(b * s_q, device="cuda") // s_q * own_context)[:, None]
     return dict(q=q, cache=cache, indices=indices.to(torch.int32).view(b, s_q, topk), b=b, s_q=s_q,
                 h_q=h_q, topk=topk)
 
@@ -328,10 +343,12 @@ def build_cases() -> List[Case]:
     for s_q in (67, 128, 1024):
         dense("dense_fp8", 4, s_q, 128, 4096, False, True, fp8)
 
-    def sparse(group, b, s_q, h_q, pad):
-        name = f"sparse b={b} h_q={h_q} s_q={s_q} topk=2048" + (f" (peer padded to {pad})" if pad else "")
+    def sparse(group, b, s_q, h_q, pad, own_context=0):
+        name = (f"sparse b={b} h_q={h_q} s_q={s_q} topk=2048" + (f" ctx={own_context} each" if own_context else "")
+                + (f" (peer padded to {pad})" if pad else ""))
         runners = {"openmla": openmla_sparse, "flash_mla": lambda x: flash_mla_sparse(x, pad)}
-        cases.append(Case(group, name, lambda: sparse_inputs(b, s_q, h_q), runners, sparse_flops, sparse_bytes))
+        cases.append(Case(group, name, lambda: sparse_inputs(b, s_q, h_q, own_context=own_context), runners,
+                          sparse_flops, sparse_bytes))
 
     for b in (64, 128):
         for h_q in (64, 128):
@@ -340,6 +357,9 @@ def build_cases() -> List[Case]:
         for h_q in (8, 16, 32):
             for s_q in (1, 2):
                 sparse("sparse_narrow", b, s_q, h_q, 64)
+    for h_q in (8, 16, 32, 64, 128):
+        for s_q in (1, 2):
+            sparse("sparse_hbm", 128, s_q, h_q, 64 if h_q < 64 else None, own_context=32768)
 
     for d_qk in (D_QK, 512):
         for s_kv, h_q in ((8192, 128), (32768, 128), (32768, 64), (32768, 16)):

@@ -86,3 +86,11 @@ def test_compare_py_output_is_matched_by_shape(tmp_path):
                              str(tmp_path / "cmp")], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "2 cases, FlashMLA: 2" in result.stdout
+
+
+def test_compare_py_own_context_sparse_case_matches_the_bench_case():
+    """compare.py's sparse_hbm cases (each request its own 32768 tokens) name their context as the bench does."""
+    plot = load_plot_module()
+    own = "sparse b=128 h_q=16 s_q=1 topk=2048 ctx=32768 each (peer padded to 64)"
+    assert plot.fields_from_name(own)["s_k"] == 32768.0
+    assert plot.match_key(own) == plot.match_key("sparse b=128 h_q=16 s_q=1 topk=2048 ctx=32768") is not None
