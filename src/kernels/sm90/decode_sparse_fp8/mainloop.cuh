@@ -14,13 +14,11 @@
 // rows for blocks n .. n + 3 (8 lanes a block), those of n + 4 wait in
 // another; the next block's codes, scales and RoPE of its 8 rows are loaded
 // into registers ahead of their stores.
-// NOTE: no L2 prefetch and no cache hint (docs/performance.md, session 26). A
-// bulk prefetch of block n + 3's rows cost 1-4 % (further ahead, more);
-// evict-first loads gain 3-5 % more where no row is read twice but cost 4-9 %
-// where requests share rows (bench/compare.py's 43 MB cache). A second block
-// of rows in registers cost 2-5 %: ptxas gives every row load one scoreboard,
-// so each step waited for both blocks; so did odd blocks' rows through a raw
-// cp.async stage with the indices through a cp.async ring (7-21 % slower).
+// NOTE: no L2 prefetch and no cache hint (docs/performance.md, session 26): a
+// bulk prefetch of block n + 3's rows cost 1-4 %; evict-first loads won where
+// no row is read twice and cost 1.5-9 % where requests share rows. Two blocks
+// of rows in flight (a second register set, whose loads ptxas puts on the
+// same scoreboard; or a raw cp.async stage) measured 2-24 % slower.
 #pragma once
 
 #include <cute/tensor.hpp>
