@@ -81,6 +81,11 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 __device__ __forceinline__ void st_shared_f32(uint32_t addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
+__device__ __forceinline__ int32_t ld_shared_s32(uint32_t addr) {
+  int32_t v;
+  asm volatile("ld.shared.s32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
 __device__ __forceinline__ int64_t ld_shared_s64(uint32_t addr) {
   int64_t v;
   asm volatile("ld.shared.s64 %0, [%1];" : "=l"(v) : "r"(addr));
@@ -93,6 +98,21 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, const uint4& v) {
 
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// 4-byte cp.async (through L1: .cg takes 16 bytes only).
+__device__ __forceinline__ void cp_async_4(uint32_t smem_dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_dst), "l"(src) : "memory");
+}
+
+// Close this thread's cp.async issued since the last commit into one group; wait until at most
+// kPending of its most recent groups are still in flight (groups complete in order).
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 }  // namespace openmla::kernels::common

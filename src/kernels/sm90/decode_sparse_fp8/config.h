@@ -24,6 +24,7 @@ inline constexpr int HEAD_DIM_QK = kHeadDimQK;  // 576
 inline constexpr int HEAD_DIM_V = kHeadDimV;    // 512
 inline constexpr int kChunkCols = 64;           // one 128-byte swizzle row of bf16
 inline constexpr int kNumStages = 2;            // bf16 K/V ring depth (72 KB a stage)
+inline constexpr int kIndexRingBlocks = 8;      // heads-on-N producers: blocks of indices in the ring
 static_assert(BLOCK_N == 64, "the schedule's KV block is 64 index positions");
 
 // The heads-on-N kernel (this file's tiles; heads_on_n_kernel.cuh) runs

@@ -10,15 +10,17 @@
 //   kv_empty[s] (128 consumer arrivals)                  consumer -> producers
 //   q_full      (256 arrivals, with the stage of an item's first block)
 //   q_empty     (4 arrivals: the consumer warps, after the item's last S^T)
-// Producer lookahead, per warp: one register holds the cache offsets of its 8
-// rows for blocks n .. n + 3 (8 lanes a block), those of n + 4 wait in
-// another; the next block's codes, scales and RoPE of its 8 rows are loaded
-// into registers ahead of their stores.
-// NOTE: no L2 prefetch and no cache hint (docs/performance.md, session 26): a
-// bulk prefetch of block n + 3's rows cost 1-4 %; evict-first loads won where
-// no row is read twice and cost 1.5-9 % where requests share rows. Two blocks
-// of rows in flight (a second register set, whose loads ptxas puts on the
-// same scoreboard; or a raw cp.async stage) measured 2-24 % slower.
+// Producer lookahead, per warp: each row's index reaches a shared-memory ring
+// (index_ring, 8 blocks) by a 4-byte cp.async 5 blocks ahead of its use, and
+// the next block's codes, scales and RoPE of the warp's 8 rows are loaded into
+// registers ahead of their stores.
+// NOTE: the ring took 4-6 % off h_q 8-32 (docs/performance.md, session 27): an
+// index loaded into a register shares the row loads' scoreboard, so every step
+// waited for an index round trip. No L2 prefetch and no cache hint (session
+// 26): a bulk prefetch of block n + 3's rows cost 1-4 %; evict-first loads won
+// where no row is read twice and cost 1.5-9 % where requests share rows. Two
+// blocks of rows in flight (a second register set, whose loads ptxas puts on
+// the same scoreboard; or a raw cp.async stage) measured 2-24 % slower.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -241,7 +243,6 @@ struct Producer {
   using SharedStorage = typename Traits::SharedStorage;
   static constexpr int kHeads = Traits::kHeads;
   static constexpr int kRows = kRowsPerProducerWarp;          // 8 rows of every stage per warp: [8 w, 8 w + 8)
-  static constexpr int kLookaheadBlocks = kWarpSize / kRows;  // 4 blocks of offsets in one register
   static constexpr int kQLoadRow = kRows / 2;  // Q copies go out mid-block (the consumer frees Q late)
   static_assert(kRows == kRopeRowsPerWarp && Traits::kRowBytes == kChunkCols * 2, "the RoPE helpers' row layout");
   static constexpr uint32_t kFullMask = 0xffffffffu;
@@ -251,26 +252,54 @@ struct Producer {
     copy_q_tile<kHeads, kProducerThreads>(params, item, head0, smem.q, thread);
   }
 
+  // Lane j < 8 of the warp: row 8 w + j's index of the cursor's block into ring slot `slot` by a
+  // 4-byte cp.async, or -1 (a plain store) when the position is not counted; only this lane reads
+  // the slot back.
+  static __device__ __forceinline__ void fetch_index(const KernelParams& params, SharedStorage& smem,
+                                                     const BlockCursor& cursor, int slot, int lane_row, int lane) {
+    if (lane >= kRows) return;
+    int32_t* dst = &smem.index_ring[slot][lane_row];
+    const int pos = cursor.block * BLOCK_N + lane_row;
+    if (cursor.active() && pos < cursor.length) {
+      const int b = cursor.item / params.s_q;
+      const int s = cursor.item - b * params.s_q;
+      common::cp_async_4(common::smem_u32(dst),
+                         params.indices + b * params.indices_stride_b + s * params.indices_stride_s + pos);
+    } else {
+      *dst = -1;
+    }
+  }
+
+  // Lane j < 8: the cache offset of row 8 w + j of the block in ring slot `slot` (-1 elsewhere).
+  static __device__ __forceinline__ int64_t ring_offset(const KernelParams& params, SharedStorage& smem, int slot,
+                                                        int lane_row, int lane) {
+    const int32_t index =
+        lane < kRows ? common::ld_shared_s32(common::smem_u32(&smem.index_ring[slot][lane_row])) : -1;
+    return token_offset(params, index);
+  }
+
+  // Per warp and block n: the rows' indices arrive kIndexAhead blocks ahead in a shared-memory ring
+  // (cp.async), so no register load of an index shares the rows' scoreboard and no step waits for
+  // an index round trip; the rows of block n + 1 are loaded into registers while block n's are
+  // stored. Every step commits one cp.async group.
+  static constexpr int kIndexAhead = 5;
+  static_assert(kIndexAhead < kIndexRingBlocks, "a slot is rewritten only after its block was read");
   static __device__ void run(const KernelParams& params, const PartWork& part, SharedStorage& smem, int head0,
                              int thread) {
     const int warp = thread / kWarpSize;
     const int lane = thread % kWarpSize;
-    const int lane_block = lane / kRows;  // which lookahead block this lane's offset belongs to
     const int lane_row = warp * kRows + lane % kRows;
 
-    // ---- lookahead state: offsets of blocks n .. n + 3, raw indices of n + 4 ----
+    // ---- block 0's indices now, blocks 1 .. kIndexAhead - 1 into the ring ----
     BlockCursor c0 = cursor_begin(params, part);
     BlockCursor cfar = c0;
-    int32_t index = -1;
-#pragma unroll
-    for (int g = 0; g < kLookaheadBlocks; ++g) {
-      const int32_t i = block_row_index(params, cfar, lane_row);
-      if (lane_block == g) index = i;
+    int64_t offsets = token_offset(params, lane < kRows ? block_row_index(params, cfar, lane_row) : -1);  // block n
+    cursor_advance(cfar, params, part);
+    for (int g = 1; g < kIndexAhead; ++g) {
+      fetch_index(params, smem, cfar, g % kIndexRingBlocks, lane_row, lane);
       cursor_advance(cfar, params, part);
     }
-    int64_t offsets = token_offset(params, index);
-    const int32_t first_pending = lane_block == kLookaheadBlocks - 1 ? block_row_index(params, cfar, lane_row) : -1;
-    int64_t pending_offset = token_offset(params, first_pending);  // block 4's rows (lanes 24-31)
+    common::cp_async_wait_all();
 
     // ---- this lane's store addresses (shared-window offsets) ----
     const bool swap = (lane & 4) != 0;
@@ -293,23 +322,18 @@ struct Producer {
     auto step = [&]() {
       const int stage = block_counter % kNumStages;
       const uint32_t phase = (block_counter / kNumStages) & 1;
-
-      // ---- lookahead: raw indices of n + 5 ----
+      fetch_index(params, smem, cfar, (block_counter + kIndexAhead) % kIndexRingBlocks, lane_row, lane);
       cursor_advance(cfar, params, part);
-      const int32_t next_pending = lane_block == kLookaheadBlocks - 1 ? block_row_index(params, cfar, lane_row) : -1;
 
       common::mbarrier_wait(&smem.kv_empty[stage], phase ^ 1);
-      // NOTE: n + 5's offsets are formed here, before this step's row loads. ptxas gives the index
-      // load the same scoreboard as the next block's codes / scales / RoPE loads, so a first use of
-      // the index after them waited for all of those rows to land at every step's end
-      // (docs/performance.md, session 25). Here it waits only for the index and for this block's
-      // rows, which the stores below need anyway; the empty asm keeps the offsets from being sunk.
-      int64_t next_pending_offset = token_offset(params, next_pending);
-      asm volatile("" : "+l"(next_pending_offset));
+      // Block n + 1's indices were fetched kIndexAhead - 1 steps (groups) ago.
+      common::cp_async_wait_group<kIndexAhead - 2>();
+      const int64_t next_offsets =
+          ring_offset(params, smem, (block_counter + 1) % kIndexRingBlocks, lane_row, lane);  // block n + 1
       if (lane < kRows) smem.token_valid[stage][lane_row] = offsets >= 0 ? 1 : 0;
       store_rope_rows(common::smem_u32(smem.kv[stage]) + Traits::kRopeChunk * Traits::kKvChunkBytes, warp * kRows, lane,
                       rope);
-      load_rope_rows(params, offsets, /*first_lane=*/kRows, lane, rope);  // block n + 1: lanes 8-15
+      load_rope_rows(params, next_offsets, /*first_lane=*/0, lane, rope);
 
       // ---- dequantise the warp's rows; refill each register slot as it frees ----
       const uint32_t row_base = row_base0 + uint32_t(stage) * Traits::kStageBytes;
@@ -321,10 +345,12 @@ struct Producer {
         }
         store_token(LocalStageWriter{}, row_base + j * Traits::kRowBytes, unit_xor0 ^ uint32_t(j << 4), swap, codes[j],
                     scales[j]);
-        load_token(params, __shfl_sync(kFullMask, offsets, kRows + j), lane, codes[j], scales[j]);
+        load_token(params, __shfl_sync(kFullMask, next_offsets, j), lane, codes[j], scales[j]);
       }
 
       // ---- publish: Q copies landed, stores visible to WGMMA ----
+      // NOTE: waiting for Q waits for the index copies in flight too (groups complete in order):
+      // once per item.
       if (c0.first) common::cp_async_wait_all();
       common::fence_view_async_shared();
       common::mbarrier_arrive(&smem.kv_full[stage]);
@@ -332,17 +358,16 @@ struct Producer {
         common::mbarrier_arrive(&smem.q_full);
         ++item_counter;
       }
+      common::cp_async_commit();
 
-      // ---- shift the lookahead by one block ----
-      offsets = __shfl_down_sync(kFullMask, offsets, kRows);
-      if (lane_block == kLookaheadBlocks - 1) offsets = pending_offset;
-      pending_offset = next_pending_offset;
+      offsets = next_offsets;
       cursor_advance(c0, params, part);
       ++block_counter;
       return c0.active();
     };
     while (c0.active() && step()) {
     }
+    common::cp_async_wait_all();  // no copy in flight when the warp exits
   }
 };
 

@@ -7,6 +7,7 @@
 //                                  128B swizzle, 9 chunks of 64 columns (8 KB each)
 //   q      N x 576 bf16     36 KB  same chunked layout, N rows per chunk
 //   pt     N x 64 bf16       4 KB  P^T, MN-major (heads contiguous): B of V^T.P^T
+//   index_ring 8 x 64 int32  2 KB  the producers' indices, 1-5 blocks ahead (cp.async)
 //   red    4 x N fp32      512 B   per-warp column maxima / sums of the consumer
 //   token_valid, mbarriers
 // Every large buffer is a multiple of 1 KB and starts on a 1 KB boundary
@@ -84,6 +85,7 @@ struct Traits {
     Element kv[kNumStages][BLOCK_N * HEAD_DIM_QK];  // SmemLayoutK per stage
     Element q[kHeads * HEAD_DIM_QK];                // SmemLayoutQ
     Element pt[kHeads * BLOCK_N];                   // SmemLayoutPt
+    int32_t index_ring[kIndexRingBlocks][BLOCK_N];  // the producers' indices of blocks n + 1 .. n + 5 (-1: not counted)
     float red[kWarpsPerWarpgroup][kHeads];          // consumer per-warp column partials
     uint8_t token_valid[kNumStages][BLOCK_N];
     uint64_t kv_full[kNumStages];   // local producers + peers' DSMEM bytes
