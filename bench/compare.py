@@ -400,6 +400,12 @@ def flush_l2():
 
 def time_graph(fn: Callable, iters: int) -> tuple:
     stream = torch.cuda.Stream()
+    # NOTE: the side stream must wait for the inputs and the workspace, made on the current stream. Without
+    # this, the caching allocator could hand a call memory that the current stream's pending kernels
+    # still write (a temporary freed there): a 2.75 GB sparse_hbm cache takes milliseconds to build, and the
+    # schedule written into such a workspace was overwritten (an illegal address in the attention kernel,
+    # with OpenMLA alone as with FlashMLA; docs/performance.md, session 27).
+    stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for _ in range(3):
             result = fn()  # warm-up; first calls plan / build metadata outside the graph
