@@ -235,6 +235,7 @@ struct AlternateBlocksKernel {
       Pair::sync_consumers(smem, meet_phase);
       clear(tOrO);
       float row_sum[2] = {0.0f, 0.0f};
+      float seen_max[2] = {-INFINITY, -INFINITY};  // the true row max: unused (dense writes no max_logits)
       if (wg == 0) {
         issue_s_tiles(smem, 0, phase0, 0, 8, true, tSrS, tSrQ8, thread);
         phase0 ^= 1;
@@ -254,7 +255,7 @@ struct AlternateBlocksKernel {
           // ---- a. softmax of the even block against the running max
           Problem::mask_scores(mask, smem, 0, tSrS_rc, lane, even);
           Pair::even_softmax(smem, state, tile_row, [&](int i) { return s_max[tile_row[i]]; }, params.scale_log2,
-                             tSrS, tSrP, tSrS_rc, tOrO_rc, row_sum, lane);
+                             tSrS, tSrP, tSrS_rc, tOrO_rc, row_sum, seen_max, lane);
           // ---- b. stale V rows of a short block to zero before any P.V reads them
           const int valid_e = block_valid_tokens(cur.length, even);
           if (valid_e < BLOCK_N) {
@@ -306,7 +307,7 @@ struct AlternateBlocksKernel {
           float m_new[2], scale1[2];
           Pair::odd_softmax(
               smem, state, tile_row, cur.has_odd, [&] { Problem::mask_scores(mask, smem, 1, tSrS_rc, lane, even + 1); },
-              params.scale_log2, tSrS_rc, tOrO_rc, row_sum, m_new, scale1, phases, lane);
+              params.scale_log2, tSrS_rc, tOrO_rc, row_sum, m_new, scale1, seen_max, phases, lane);
           // ---- b. O_R += P_e.V_e,R before P_o.V_o,R, so K0's tiles 4-8 are freed one P.V earlier
           Pair::await(smem, heads_on_m::kP0, phases);
           Loop::issue_pv(mma_pv, smem.p, smem.kv[0] + T::kVHalfOffset, thread, tOrO);

@@ -61,6 +61,19 @@ struct BlockPairCursor {
   }
 };
 
+// The running max a row's exponentials and sums are taken against (the reference) moves only when a
+// block's max exceeds it by more than this (log2 units), so P <= 2^8 and O is rescaled only when the
+// reference moves: after a row's first blocks, almost never. Exact while nothing overflows: O, the
+// row sums and the LSE are all relative to the same reference. Why: with the exact running max, a
+// warp's 16 rows kept their max in only about a third of the blocks (random scores), so most blocks
+// paid 128 multiplies per thread on each O half between softmax and P.V.
+inline constexpr float kLazyMaxLog2 = 8.0f;
+
+// The reference after a block whose row max is block_max (both log2 units; -inf: nothing seen).
+__device__ __forceinline__ float lazy_reference(float reference, float block_max) {
+  return block_max > reference + kLazyMaxLog2 ? block_max : reference;
+}
+
 // One consumer warpgroup's steps of a pair. SharedStorage::extra holds
 // handoff[kNumHandoffs] (128 arrivals each), all_consumers (256) and
 // row_sum[2][64] (each warpgroup's row sums at an item's end).
@@ -191,19 +204,22 @@ struct PairSteps {
   }
 
   // WG0, step a: softmax of the even block (masked) against m_old(i) [kScale0]; P_e -> tSrP, the
-  // row sums and O_L moved to the block's max.
+  // row sums and O_L moved to the reference after the block (lazy_reference); seen_max: the true
+  // row max of the blocks this warpgroup saw (max_logits).
   template <class OldMax, class TensorS, class TensorP, class TensorSRowCol, class TensorORowCol>
   static __device__ __forceinline__ void even_softmax(SharedStorage& smem, const RowState& state,
                                                       const int (&tile_row)[2], const OldMax& m_old_of,
                                                       float scale_log2, TensorS& tSrS, TensorP& tSrP,
                                                       TensorSRowCol& tSrS_rc, TensorORowCol& tOrO_rc,
-                                                      float (&row_sum)[2], int lane) {
+                                                      float (&row_sum)[2], float (&seen_max)[2], int lane) {
     using Element = typename TensorP::value_type;
     float m_new[2], scale0[2], sum[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const float m_old = m_old_of(i);
-      m_new[i] = fmaxf(m_old, block_row_max(tSrS_rc, i, scale_log2));
+      const float block_max = block_row_max(tSrS_rc, i, scale_log2);
+      seen_max[i] = fmaxf(seen_max[i], block_max);
+      m_new[i] = lazy_reference(m_old, block_max);
       scale0[i] = common::rescale_factor(m_old, m_new[i]);
     }
     publish_row_state(state.max, state.scale0, tile_row, m_new, scale0, lane);
@@ -219,13 +235,14 @@ struct PairSteps {
   // WG1, step a: softmax of the odd block (mask_odd() masks it; none when !has_odd) against the
   // max after the even block [kScale1]; the row sums and O_R moved to the even block's max (P_e
   // in sP0 is relative to it: O_R moves on to the pair's max, scale1, after P_e.V_e,R, which is
-  // rare past a sequence's first blocks). m_new: the pair's max; scale1: WG1's factor.
+  // rare past a sequence's first blocks). m_new: the pair's reference; scale1: WG1's factor;
+  // seen_max: as in even_softmax.
   template <class MaskOdd, class TensorSRowCol, class TensorORowCol>
   static __device__ __forceinline__ void odd_softmax(SharedStorage& smem, const RowState& state,
                                                      const int (&tile_row)[2], bool has_odd, const MaskOdd& mask_odd,
                                                      float scale_log2, TensorSRowCol& tSrS_rc, TensorORowCol& tOrO_rc,
                                                      float (&row_sum)[2], float (&m_new)[2], float (&scale1)[2],
-                                                     uint32_t& phases, int lane) {
+                                                     float (&seen_max)[2], uint32_t& phases, int lane) {
     await(smem, kScale0, phases);
     float m_mid[2], scale0[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -237,7 +254,11 @@ struct PairSteps {
     if (has_odd) {
       mask_odd();
 #pragma unroll
-      for (int i = 0; i < 2; ++i) m_new[i] = fmaxf(m_mid[i], block_row_max(tSrS_rc, i, scale_log2));
+      for (int i = 0; i < 2; ++i) {
+        const float block_max = block_row_max(tSrS_rc, i, scale_log2);
+        seen_max[i] = fmaxf(seen_max[i], block_max);
+        m_new[i] = lazy_reference(m_mid[i], block_max);
+      }
     }
 #pragma unroll
     for (int i = 0; i < 2; ++i) {

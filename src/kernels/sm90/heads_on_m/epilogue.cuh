@@ -174,6 +174,14 @@ struct Epilogue {
   static __device__ __forceinline__ void store_lse(const Params& params, int item, const ItemBlocks& blocks,
                                                    const QueryRow (&rows)[2], const float (&row_max)[2],
                                                    const float (&row_sum)[2], int lane) {
+    store_lse(params, item, blocks, rows, row_max, row_sum, row_max, lane);
+  }
+  // The same when the sums are relative to a reference (row_max) that is not the true row max
+  // (seen_max, log2 domain: what max_logits reports).
+  static __device__ __forceinline__ void store_lse(const Params& params, int item, const ItemBlocks& blocks,
+                                                   const QueryRow (&rows)[2], const float (&row_max)[2],
+                                                   const float (&row_sum)[2], const float (&seen_max)[2],
+                                                   int lane) {
     if (lane % 4 != 0) return;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -187,7 +195,7 @@ struct Epilogue {
         *Problem::lse_entry(params, item, row) = empty ? INFINITY : lse;
       }
       if constexpr (Problem::kWritesMaxLogits) {
-        Problem::store_max_logit(params, item, blocks, row, empty ? -INFINITY : row_max[i] * common::kLn2);
+        Problem::store_max_logit(params, item, blocks, row, empty ? -INFINITY : seen_max[i] * common::kLn2);
       }
     }
   }

@@ -81,6 +81,7 @@ struct AlternateBlocksBarriers {
   uint64_t half_full[2][2];
   uint64_t tile_free[2][2];        // per buffer: tiles 0-3 / 4.. read for the last time (128 threads)
   float row_sum[2][BLOCK_M];       // token end: each warpgroup's quad-reduced row sums
+  float seen_max[2][BLOCK_M];      // token end: each warpgroup's true row max (log2 units, max_logits)
   uint64_t handoff[heads_on_m::kNumHandoffs];  // see heads_on_m::Handoff
   uint64_t all_consumers;          // both consumer warpgroups, every thread (sync_consumers)
 };
@@ -339,6 +340,7 @@ struct AlternateBlocksKernel {
       q_phase ^= 1;
       clear(tOrO);
       float row_sum[2] = {0.0f, 0.0f};
+      float seen_max[2] = {-INFINITY, -INFINITY};  // true row max of this warpgroup's blocks (log2 units)
       if (wg == 0) {
         issue_s_tiles(smem, 0, phase0, 0, kTiles - 1, true, tSrS, thread);
         phase0 ^= 1;
@@ -365,7 +367,7 @@ struct AlternateBlocksKernel {
           Problem::mask_scores(mask, smem, 0, tSrS_rc, lane, even);
           Pair::even_softmax(
               smem, state, tile_row, [&](int i) { return first_pair ? -INFINITY : s_max[tile_row[i]]; },
-              params.scale_log2, tSrS, tSrP, tSrS_rc, tOrO_rc, row_sum, lane);
+              params.scale_log2, tSrS, tSrP, tSrS_rc, tOrO_rc, row_sum, seen_max, lane);
           // ---- c. P_e relative to this block's max -> sP0 (its last reader freed it with K0's
           // right half, before the gather that S_e read); WG1 moves its O_R to the pair's max
           Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
@@ -408,7 +410,7 @@ struct AlternateBlocksKernel {
           float m_new[2], scale1[2];
           Pair::odd_softmax(
               smem, state, tile_row, cur.has_odd, [&] { Problem::mask_scores(mask, smem, 1, tSrS_rc, lane, even + 1); },
-              params.scale_log2, tSrS_rc, tOrO_rc, row_sum, m_new, scale1, phases, lane);
+              params.scale_log2, tSrS_rc, tOrO_rc, row_sum, m_new, scale1, seen_max, phases, lane);
           wg1_max[0] = m_new[0];
           wg1_max[1] = m_new[1];
           // ---- b. O_R += P_e.V_e,R before P_o.V_o,R, so K0's right half is freed one P.V earlier
@@ -448,6 +450,10 @@ struct AlternateBlocksKernel {
 
       // ---- token end: both halves' row sums, then each warpgroup stores its O half
       float total[2], norm[2], final_max[2];
+      if (lane % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) smem.extra.seen_max[wg][tile_row[i]] = seen_max[i];
+      }
       Pair::total_row_sums(smem, wg, tile_row, row_sum, meet_phase, lane, total);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -465,7 +471,11 @@ struct AlternateBlocksKernel {
       } else {
         Epilogue::store_o_wide(params, item, tOrO_rc, rows, norm, wg * HEAD_DIM_V_HALF, lane);
       }
-      if (wg == 0) Epilogue::store_lse(params, item, blocks, rows, final_max, total, lane);
+      if (wg == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) seen_max[i] = fmaxf(seen_max[i], smem.extra.seen_max[1][tile_row[i]]);
+        Epilogue::store_lse(params, item, blocks, rows, final_max, total, seen_max, lane);
+      }
       cur.advance(params, part);
     }
   }
