@@ -121,7 +121,7 @@ struct PairSteps {
 
   // WG1, step c of a pair with an odd block: P_o (tSrS rounded) -> sP1 at p_dst0 once
   // `before_store` ran (the kernel's own step: the dense kernel zeroes K1's tail rows, the prefill
-  // kernel waits for sP1 to be free) [kP1]; O_R to the pair's max unless no row's max moved; then
+  // kernel waits for sP1 to be free) [kP1]; O_R to the pair's reference unless no row's moved; then
   // O_R += P_o.V_o,R (v_odd_right: K1's right half) is issued.
   // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so all four warps must
   // take the same branch (compute-sanitizer synccheck: "mismatching warpgroup instruction pc
@@ -233,10 +233,10 @@ struct PairSteps {
   }
 
   // WG1, step a: softmax of the odd block (mask_odd() masks it; none when !has_odd) against the
-  // max after the even block [kScale1]; the row sums and O_R moved to the even block's max (P_e
-  // in sP0 is relative to it: O_R moves on to the pair's max, scale1, after P_e.V_e,R, which is
-  // rare past a sequence's first blocks). m_new: the pair's reference; scale1: WG1's factor;
-  // seen_max: as in even_softmax.
+  // reference after the even block [kScale1]; the row sums and O_R moved to that reference (P_e in
+  // sP0 is relative to it: O_R moves on to the pair's reference, scale1, after P_e.V_e,R, which is
+  // rare past a row's first blocks). m_new: the pair's reference; scale1: WG1's factor; seen_max: as
+  // in even_softmax.
   template <class MaskOdd, class TensorSRowCol, class TensorORowCol>
   static __device__ __forceinline__ void odd_softmax(SharedStorage& smem, const RowState& state,
                                                      const int (&tile_row)[2], bool has_odd, const MaskOdd& mask_odd,
@@ -275,7 +275,7 @@ struct PairSteps {
     common::rescale_rows(tOrO_rc, scale0);
   }
 
-  // WG0, step e: the row sums and O_L to the pair's max (WG1's factor) [waits for kScale1].
+  // WG0, step e: the row sums and O_L to the pair's reference (WG1's factor) [waits for kScale1].
   template <class TensorORowCol>
   static __device__ __forceinline__ void even_to_pair_max(SharedStorage& smem, const RowState& state,
                                                           const int (&tile_row)[2], TensorORowCol& tOrO_rc,
