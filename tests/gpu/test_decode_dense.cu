@@ -292,6 +292,17 @@ std::vector<Case> all_cases() {
     lq512.seqlens = {0, 130, 77};
     add("long_query", lq512);
   }
+  // A sharp softmax (logits spread over ~8 nats): a row's lazy reference max moves again after its first
+  // blocks, so the pair's rescales and P up to 2^8 run (heads_on_m/block_pairs.cuh, lazy_reference).
+  {
+    test::DenseDecodeConfig c = config(3, 2, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 2000);  // alternate blocks
+    c.softmax_scale = 0.35f;
+    add("sharp", c);
+    add("sharp", c, PlanOptions{.min_parts = 12});
+    test::DenseDecodeConfig f = config(3, 1, 64, 1, 64, false, DType::kFP16, kHeadDimQK, 2000);
+    f.softmax_scale = 0.35f;
+    add("sharp", f);
+  }
   add("nosplit", config(6, 1, 16, 1, 64, false, DType::kBF16, kHeadDimQK, 900), PlanOptions{.max_parts = 1});
   add("nosplit", config(3, 2, 128, 2, 128, true, DType::kFP16, kHeadDimQK, 500), PlanOptions{.max_parts = 1});
   // Zero-length mixes and lengths around block and page edges.
