@@ -83,6 +83,19 @@ __device__ __forceinline__ float rescale_factor(float m_old, float m_new) {
   return exp2_approx(m_old - max_offset(m_new));
 }
 
+// The running max a row's exponentials and sums are taken against (the reference) moves only when a
+// block's max exceeds it by more than this (log2 units), so P <= 2^8 and O is rescaled only when the
+// reference moves: after a row's first blocks, almost never. Exact while nothing overflows: O, the
+// row sums and the LSE are all relative to the same reference. Why: with the exact running max, a
+// warp's 16 rows kept their max in only about a third of the blocks (random scores), so most blocks
+// paid 128 multiplies per thread on each O half between softmax and P.V.
+inline constexpr float kLazyMaxLog2 = 8.0f;
+
+// The reference after a block whose row max is block_max (both log2 units; -inf: nothing seen).
+__device__ __forceinline__ float lazy_reference(float reference, float block_max) {
+  return block_max > reference + kLazyMaxLog2 ? block_max : reference;
+}
+
 // True when this thread's rows keep their factor exactly 1 (their max did not move).
 __device__ __forceinline__ bool rows_unscaled(const float (&row_scale)[2]) {
   return row_scale[0] == 1.0f && row_scale[1] == 1.0f;
@@ -110,13 +123,15 @@ __device__ __forceinline__ void rescale_rows(TensorORowCol& tOrO_rc, const float
 // j % kPolyPeriod == kPolyPeriod - 1, so both pipes share the exponentials.
 template <int kRows, int kPolyPeriod = 0>
 struct OnlineSoftmax {
-  float row_max[kRows];  // running max of s2 over the row (-inf: nothing seen yet)
+  float row_max[kRows];   // the reference of s2 over the row (lazy_reference; -inf: nothing seen yet)
+  float seen_max[kRows];  // the true running max of s2 (max_logits)
   float row_sum[kRows];  // running sum of exp2(s2 - row_max), this thread's columns only
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       row_max[i] = -INFINITY;
+      seen_max[i] = -INFINITY;
       row_sum[i] = 0.0f;
     }
   }
@@ -141,7 +156,8 @@ struct OnlineSoftmax {
       float block_max = fmaxf(fmaxf(partial_max[0], partial_max[1]), fmaxf(partial_max[2], partial_max[3]));
       // NOTE: scale_log2 > 0, so scaling after the max is exact and keeps -inf.
       block_max = quad_allreduce_max(block_max) * scale_log2;
-      const float new_max = fmaxf(row_max[i], block_max);
+      seen_max[i] = fmaxf(seen_max[i], block_max);
+      const float new_max = lazy_reference(row_max[i], block_max);
       const float offset = max_offset(new_max);
       row_scale[i] = rescale_factor(row_max[i], new_max);
       row_max[i] = new_max;

@@ -61,19 +61,6 @@ struct BlockPairCursor {
   }
 };
 
-// The running max a row's exponentials and sums are taken against (the reference) moves only when a
-// block's max exceeds it by more than this (log2 units), so P <= 2^8 and O is rescaled only when the
-// reference moves: after a row's first blocks, almost never. Exact while nothing overflows: O, the
-// row sums and the LSE are all relative to the same reference. Why: with the exact running max, a
-// warp's 16 rows kept their max in only about a third of the blocks (random scores), so most blocks
-// paid 128 multiplies per thread on each O half between softmax and P.V.
-inline constexpr float kLazyMaxLog2 = 8.0f;
-
-// The reference after a block whose row max is block_max (both log2 units; -inf: nothing seen).
-__device__ __forceinline__ float lazy_reference(float reference, float block_max) {
-  return block_max > reference + kLazyMaxLog2 ? block_max : reference;
-}
-
 // One consumer warpgroup's steps of a pair. SharedStorage::extra holds
 // handoff[kNumHandoffs] (128 arrivals each), all_consumers (256) and
 // row_sum[2][64] (each warpgroup's row sums at an item's end).
@@ -204,7 +191,7 @@ struct PairSteps {
   }
 
   // WG0, step a: softmax of the even block (masked) against m_old(i) [kScale0]; P_e -> tSrP, the
-  // row sums and O_L moved to the reference after the block (lazy_reference); seen_max: the true
+  // row sums and O_L moved to the reference after the block (common::lazy_reference); seen_max: the true
   // row max of the blocks this warpgroup saw (max_logits).
   template <class OldMax, class TensorS, class TensorP, class TensorSRowCol, class TensorORowCol>
   static __device__ __forceinline__ void even_softmax(SharedStorage& smem, const RowState& state,
@@ -219,7 +206,7 @@ struct PairSteps {
       const float m_old = m_old_of(i);
       const float block_max = block_row_max(tSrS_rc, i, scale_log2);
       seen_max[i] = fmaxf(seen_max[i], block_max);
-      m_new[i] = lazy_reference(m_old, block_max);
+      m_new[i] = common::lazy_reference(m_old, block_max);
       scale0[i] = common::rescale_factor(m_old, m_new[i]);
     }
     publish_row_state(state.max, state.scale0, tile_row, m_new, scale0, lane);
@@ -257,7 +244,7 @@ struct PairSteps {
       for (int i = 0; i < 2; ++i) {
         const float block_max = block_row_max(tSrS_rc, i, scale_log2);
         seen_max[i] = fmaxf(seen_max[i], block_max);
-        m_new[i] = lazy_reference(m_mid[i], block_max);
+        m_new[i] = common::lazy_reference(m_mid[i], block_max);
       }
     }
 #pragma unroll

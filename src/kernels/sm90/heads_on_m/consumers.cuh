@@ -175,7 +175,8 @@ __device__ void run_softmax_warpgroup(const typename Problem::Params& params, co
         }
       } else if (last) {
         Epilogue<Traits, Problem>::store_o(params, item, blocks, tOrO_rc, rows, norm, 0, lane);
-        Epilogue<Traits, Problem>::store_lse(params, item, blocks, rows, softmax.row_max, row_sum, lane);
+        Epilogue<Traits, Problem>::store_lse(params, item, blocks, rows, softmax.row_max, row_sum, softmax.seen_max,
+                                             lane);
       }
     }
     ++item_counter;
