@@ -52,6 +52,8 @@ struct Case {
   test::DenseDecodeConfig config;
   PlanOptions options;
   uint64_t seed = 1;
+  // FP8's S error is relative to the logits' size; cases with logits far beyond +-15 widen it.
+  double lse_tolerance_fp8 = kLseToleranceFp8;
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
@@ -184,7 +186,7 @@ void run_case_with(const Case& c, const PlanOptions& options, int* cluster_split
     }
   }
   EXPECT_EQ(bad_rows, 0) << "rows over tolerance";
-  const test::LseComparison lse = test::compare_lse(got_lse, want_lse, fp8 ? kLseToleranceFp8 : kLseTolerance);
+  const test::LseComparison lse = test::compare_lse(got_lse, want_lse, fp8 ? c.lse_tolerance_fp8 : kLseTolerance);
   EXPECT_TRUE(lse.ok) << "LSE: " << lse.message;
   if (fp8) {  // recorded for docs/accuracy: FP8 S accumulates on the tensor cores
     std::printf("[ fp8 accuracy ] %s: out rel-L2 %.3g, LSE max abs error %.3g\n", c.name.c_str(), total_err,
@@ -382,6 +384,15 @@ std::vector<Case> all_cases() {
     c.seqlens = {0, 0, 1, 63, 64, 65, 0, 127, 128, 129};
     add("fp8_lengths", c);
     add("fp8_lengths", c, PlanOptions{.min_parts = 13});
+    // A sharp softmax: the column-split consumer's lazy reference max moves after a row's first blocks.
+    test::DenseDecodeConfig sharp = config(3, 2, 128, 1, 64, true, kFp8, kHeadDimQK, 1500);
+    sharp.softmax_scale = 0.35f;
+    // Its logits reach about 28 nats, so S's FP8 accumulation error (about 1.5e-4 of the logit; #23)
+    // exceeds the 2e-3 LSE bound tuned for logits within +-15. A wrong rescale would miss by far more.
+    for (const PlanOptions options : {PlanOptions{}, PlanOptions{.min_parts = 10}}) {
+      add("fp8_sharp", sharp, options);
+      cases.back().lse_tolerance_fp8 = 6e-3;
+    }
     test::DenseDecodeConfig z = config(4, 2, 64, 1, 64, true, kFp8);
     z.seqlens = {0, 0, 0, 0};
     add("fp8_allzero", z);

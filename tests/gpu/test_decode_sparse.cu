@@ -235,6 +235,18 @@ std::vector<Case> all_cases() {
     config.use_topk_length = true;
     add("h32_s2_few_parts", config, PlanOptions{.max_parts = 3, .min_parts = 0}, 26);
   }
+  // A sharp softmax (logits spread over ~8 nats): the column-split consumers' lazy reference max
+  // (common::lazy_reference) moves again after a row's first blocks, split and not.
+  {
+    auto config = make_config(3, 2, 64, 1024, 64, 40);
+    config.softmax_scale = 0.35f;
+    add("h64_sharp", config, {}, 32);
+    add("h64_sharp_split", config, PlanOptions{.max_parts = 0, .min_parts = 40}, 33);
+    auto wide = make_config(2, 1, 128, 512, 64, 20);
+    wide.softmax_scale = 0.35f;
+    wide.use_attn_sink = true;
+    add("h128_sharp_sink", wide, {}, 34);
+  }
   // Longest topk.
   add("h16_topk16384", make_config(1, 1, 16, 16384, 64, 300), {}, 27);
   // Mostly invalid indices.
