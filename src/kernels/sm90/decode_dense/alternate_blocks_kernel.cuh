@@ -196,6 +196,7 @@ struct AlternateBlocksKernel {
     Tensor tScS = mma_qk.get_thread_slice(thread).partition_C(
         make_identity_tensor(Shape<Int<BLOCK_M>, Int<BLOCK_N>>{}));  // (MMA, 1, 1) (row, column) of S
     Tensor tSrS_rc = common::make_rowcol_view(tSrS);  // (2 rows, 16 cols)
+    Tensor tSrP_rc = common::make_rowcol_view(tSrP);  // (2 rows, 16 cols)
     Tensor tScS_rc = common::make_rowcol_view(tScS);  // (2 rows, 16 cols)
     Tensor tOrO_rc = common::make_rowcol_view(tOrO);  // (2 rows, 64 values: 256 columns)
     static_assert(decltype(size<1>(tOrO_rc))::value == 64 && decltype(size<1>(tSrS_rc))::value == 16);
@@ -303,14 +304,16 @@ struct AlternateBlocksKernel {
           warpgroup_fence_operand(tSrS);
           warpgroup_fence_operand(tOrO);
         } else {
-          // ---- a. softmax of the odd block, against the max after the even block
+          // ---- a. the odd block's row max against the reference after the even block (its
+          // exponentials follow P_e.V_e,R's issue, so the tensor pipe runs that product meanwhile)
           float m_new[2], scale1[2];
-          Pair::odd_softmax(
+          Pair::odd_max(
               smem, state, tile_row, cur.has_odd, [&] { Problem::mask_scores(mask, smem, 1, tSrS_rc, lane, even + 1); },
               params.scale_log2, tSrS_rc, tOrO_rc, row_sum, m_new, scale1, seen_max, phases, lane);
           // ---- b. O_R += P_e.V_e,R before P_o.V_o,R, so K0's tiles 4-8 are freed one P.V earlier
           Pair::await(smem, heads_on_m::kP0, phases);
           Loop::issue_pv(mma_pv, smem.p, smem.kv[0] + T::kVHalfOffset, thread, tOrO);
+          Pair::odd_exponentiate(cur.has_odd, params.scale_log2, tSrS_rc, tSrP_rc, m_new, scale1, row_sum);
           // ---- c. P_o -> sP1, O_R to the pair's max, O_R += P_o.V_o,R
           if (cur.has_odd) {
             const auto zero_tail = [&] {
@@ -321,7 +324,7 @@ struct AlternateBlocksKernel {
                 common::named_barrier_sync(barrier_ids::kAlternateBlocksWarpgroup1, kWarpgroupThreads);
               }
             };
-            Pair::template odd_p_and_pv<Loop>(smem, tSrS, tSrP, p_dst0, scale1, zero_tail, mma_pv_regs,
+            Pair::template odd_p_and_pv<Loop>(smem, tSrP, p_dst0, scale1, zero_tail, mma_pv_regs,
                                               smem.kv[1] + T::kVHalfOffset, tOrO, tOrO_rc, thread);
           }
           // ---- d. frees: K0 tiles 4-8 and sP0 after P_e.V_e,R, K1 tiles 4-8 after P_o.V_o,R

@@ -106,22 +106,19 @@ struct PairSteps {
     }
   }
 
-  // WG1, step c of a pair with an odd block: P_o (tSrS rounded) -> sP1 at p_dst0 once
+  // WG1, step c of a pair with an odd block: P_o (tSrP, from odd_exponentiate) -> sP1 at p_dst0 once
   // `before_store` ran (the kernel's own step: the dense kernel zeroes K1's tail rows, the prefill
   // kernel waits for sP1 to be free) [kP1]; O_R to the pair's reference unless no row's moved; then
   // O_R += P_o.V_o,R (v_odd_right: K1's right half) is issued.
   // NOTE: a warpgroup vote, not a warp one: wgmma.wait_group is .aligned, so all four warps must
   // take the same branch (compute-sanitizer synccheck: "mismatching warpgroup instruction pc
   // between warps" with a warp vote).
-  template <class Loop, class BeforeStore, class TensorS, class TensorP, class MmaPVRegs, class Element, class TensorO,
+  template <class Loop, class BeforeStore, class TensorP, class MmaPVRegs, class Element, class TensorO,
             class TensorORowCol>
-  static __device__ __forceinline__ void odd_p_and_pv(SharedStorage& smem, const TensorS& tSrS, TensorP& tSrP,
-                                                      uint32_t p_dst0, const float (&scale1)[2],
-                                                      const BeforeStore& before_store, MmaPVRegs& mma_pv_regs,
-                                                      Element* v_odd_right, TensorO& tOrO,
+  static __device__ __forceinline__ void odd_p_and_pv(SharedStorage& smem, TensorP& tSrP, uint32_t p_dst0,
+                                                      const float (&scale1)[2], const BeforeStore& before_store,
+                                                      MmaPVRegs& mma_pv_regs, Element* v_odd_right, TensorO& tOrO,
                                                       TensorORowCol& tOrO_rc, int thread) {
-#pragma unroll
-    for (int v = 0; v < cute::size(tSrS); ++v) tSrP(v) = Element(tSrS(v));
     before_store();
     Loop::store_p(tSrP, [=](int g) { return p_dst0 ^ uint32_t(32 * g); });
     common::fence_view_async_shared();
@@ -219,19 +216,20 @@ struct PairSteps {
     common::rescale_rows(tOrO_rc, scale0);
   }
 
-  // WG1, step a: softmax of the odd block (mask_odd() masks it; none when !has_odd) against the
-  // reference after the even block [kScale1]; the row sums and O_R moved to that reference (P_e in
-  // sP0 is relative to it: O_R moves on to the pair's reference, scale1, after P_e.V_e,R, which is
-  // rare past a row's first blocks). m_new: the pair's reference; scale1: WG1's factor; seen_max: as
-  // in even_softmax.
+  // WG1, step a1: the odd block's row max (mask_odd() masks it; none when !has_odd) against the
+  // reference after the even block, the pair's reference m_new and WG1's factor scale1 [kScale1];
+  // the row sums and O_R moved to the even block's reference (scale0: P_e in sP0 is relative to
+  // it), so O_R += P_e.V_e,R can go to the tensor pipe before the exponentials (a2). O_R moves on
+  // to the pair's reference after P_e.V_e,R (odd_p_and_pv), which is rare past a row's first
+  // blocks. seen_max: as in even_softmax.
   template <class MaskOdd, class TensorSRowCol, class TensorORowCol>
-  static __device__ __forceinline__ void odd_softmax(SharedStorage& smem, const RowState& state,
-                                                     const int (&tile_row)[2], bool has_odd, const MaskOdd& mask_odd,
-                                                     float scale_log2, TensorSRowCol& tSrS_rc, TensorORowCol& tOrO_rc,
-                                                     float (&row_sum)[2], float (&m_new)[2], float (&scale1)[2],
-                                                     float (&seen_max)[2], uint32_t& phases, int lane) {
+  static __device__ __forceinline__ void odd_max(SharedStorage& smem, const RowState& state, const int (&tile_row)[2],
+                                                 bool has_odd, const MaskOdd& mask_odd, float scale_log2,
+                                                 TensorSRowCol& tSrS_rc, TensorORowCol& tOrO_rc, float (&row_sum)[2],
+                                                 float (&m_new)[2], float (&scale1)[2], float (&seen_max)[2],
+                                                 uint32_t& phases, int lane) {
     await(smem, kScale0, phases);
-    float m_mid[2], scale0[2], sum[2] = {0.0f, 0.0f};
+    float m_mid[2], scale0[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       m_mid[i] = state.max[tile_row[i]];
@@ -253,13 +251,35 @@ struct PairSteps {
     }
     publish_row_state(state.max, state.scale1, tile_row, m_new, scale1, lane);
     signal(smem, kScale1);
-    float factor[2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) factor[i] = scale0[i] * scale1[i];
-    if (has_odd) exponentiate(tSrS_rc, scale_log2, m_new, sum);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * factor[i] + sum[i];
+    for (int i = 0; i < 2; ++i) row_sum[i] *= scale0[i];
     common::rescale_rows(tOrO_rc, scale0);
+  }
+
+  // WG1, step a2: P_o = exp2(S_o - m_new) rounded into tSrP_rc (none when !has_odd) and the row sums
+  // moved on to the pair's reference. Runs while O_R += P_e.V_e,R is on the tensor pipe.
+  // NOTE: P_o goes to tSrP, not back into S: rewriting S's accumulator registers while a product is
+  // in flight made ptxas serialise every WGMMA of the kernel (C7515; 1.5x slower).
+  template <class TensorSRowCol, class TensorPRowCol>
+  static __device__ __forceinline__ void odd_exponentiate(bool has_odd, float scale_log2, const TensorSRowCol& tSrS_rc,
+                                                          TensorPRowCol& tSrP_rc, const float (&m_new)[2],
+                                                          const float (&scale1)[2], float (&row_sum)[2]) {
+    using Element = typename TensorPRowCol::value_type;
+    float sum[2] = {0.0f, 0.0f};
+    if (has_odd) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float offset = common::max_offset(m_new[i]);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const float p = common::exp2_approx(fmaf(tSrS_rc(i, j), scale_log2, -offset));
+          tSrP_rc(i, j) = Element(p);
+          sum[i] += p;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * scale1[i] + sum[i];
   }
 
   // WG0, step e: the row sums and O_L to the pair's reference (WG1's factor) [waits for kScale1].
