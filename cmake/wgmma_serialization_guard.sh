@@ -2,7 +2,7 @@
 # CUDA compiler launcher for the library's objects (CMakeLists.txt, OPENMLA_WGMMA_GUARD): runs the
 # compile and fails it when ptxas reports that it serialised a kernel's WGMMA (info C7515). Why: that
 # happens when a register a product in flight accumulates into is written before the wait; the build
-# still succeeds and the kernel runs 1.5x slower (session 28: the pair kernels), which CI, without a
+# still succeeds and the kernel runs 1.3-1.66x slower (session 28: the pair kernels), which CI, without a
 # GPU, cannot otherwise see.
 set -u
 log=$(mktemp)
