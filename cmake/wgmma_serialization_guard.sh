@@ -10,8 +10,9 @@ trap 'rm -f "$log"' EXIT
 "$@" 2>"$log"
 status=$?
 cat "$log" >&2
-if grep -q "C7515" "$log"; then
-  echo "error: ptxas serialised WGMMA (C7515) in the kernel(s) above. A non-WGMMA instruction writes an" \
+# C7515 is the reason seen here; ptxas names others (register resources, ...) with the same sentence.
+if grep -q -e "C7515" -e "wgmma.mma_async instructions are serialized" "$log"; then
+  echo "error: ptxas serialised WGMMA in the kernel(s) above. For C7515: a non-WGMMA instruction writes an" \
        "accumulator register between a product's issue and its wait; move the write after the wait" \
        "(docs/performance.md, session 28). Configure with -DOPENMLA_WGMMA_GUARD=OFF to" \
        "build anyway." >&2

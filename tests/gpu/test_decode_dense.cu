@@ -294,7 +294,7 @@ std::vector<Case> all_cases() {
     lq512.seqlens = {0, 130, 77};
     add("long_query", lq512);
   }
-  // A sharp softmax (logits spread over ~8 nats): a row's lazy reference max moves again after its first
+  // A sharp softmax (softmax_scale 0.35, about 8x the default): a row's lazy reference max moves again after its first
   // blocks, so the pair's rescales and P up to 2^8 run (heads_on_m/block_pairs.cuh, lazy_reference).
   {
     test::DenseDecodeConfig c = config(3, 2, 128, 1, 64, true, DType::kBF16, kHeadDimQK, 2000);  // alternate blocks

@@ -235,8 +235,9 @@ std::vector<Case> all_cases() {
     config.use_topk_length = true;
     add("h32_s2_few_parts", config, PlanOptions{.max_parts = 3, .min_parts = 0}, 26);
   }
-  // A sharp softmax (logits spread over ~8 nats): the column-split consumers' lazy reference max
-  // (common::lazy_reference) moves again after a row's first blocks, split and not.
+  // A sharp softmax (softmax_scale 0.35, about 8x the default: logits spread over tens of nats): the
+  // column-split consumers' lazy reference max (common::lazy_reference) moves again after a row's first
+  // blocks, split and not.
   {
     auto config = make_config(3, 2, 64, 1024, 64, 40);
     config.softmax_scale = 0.35f;

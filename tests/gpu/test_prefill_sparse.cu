@@ -290,7 +290,7 @@ std::vector<Case> all_cases() {
   add("h64_s213_topk8192_skv65536_d512", make_config(213, 64, 65536, 8192, kHeadDimLatent));
   add("h128_s4096_topk2048_skv8192", make_config(4096, 128, 8192, 2048));
   add("h16_s4096_topk2048_skv32768", make_config(4096, 16, 32768, 2048));
-  // A sharp softmax (logits spread over ~8 nats): the lazy reference max moves again after a token's
+  // A sharp softmax (softmax_scale 0.35, about 8x the default): the lazy reference max moves again after a token's
   // first blocks (heads_on_m/block_pairs.cuh), and max_logits is the true max, not the reference.
   {
     auto config = make_config(62, 128, 8192, 2048);
