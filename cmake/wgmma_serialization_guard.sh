@@ -14,7 +14,7 @@ cat "$log" >&2
 if grep -q -e "C7515" -e "wgmma.mma_async instructions are serialized" "$log"; then
   echo "error: ptxas serialised WGMMA in the kernel(s) above. For C7515: a non-WGMMA instruction writes an" \
        "accumulator register between a product's issue and its wait; move the write after the wait" \
-       "(docs/performance.md, session 28). Configure with -DOPENMLA_WGMMA_GUARD=OFF to" \
+       "(docs/kernels/wgmma_pitfalls.md). Configure with -DOPENMLA_WGMMA_GUARD=OFF to" \
        "build anyway." >&2
   exit 1
 fi
