@@ -75,10 +75,12 @@ struct PairSteps {
     return common::quad_allreduce_max(m) * scale_log2;
   }
 
-  // P = exp2(S scale - max) in place; returns this thread's part of the row sums.
-  template <class TensorSRowCol>
-  static __device__ __forceinline__ void exponentiate(TensorSRowCol& s_rc, float scale_log2, const float (&max)[2],
-                                                      float (&sum)[2]) {
+  // P = exp2(S scale - max) into p_rc (S's own view: in place; P's: rounded to its element type);
+  // returns this thread's part of the row sums, from the unrounded P.
+  template <class TensorSRowCol, class TensorPRowCol>
+  static __device__ __forceinline__ void exponentiate(const TensorSRowCol& s_rc, TensorPRowCol& p_rc, float scale_log2,
+                                                      const float (&max)[2], float (&sum)[2]) {
+    using PElement = typename TensorPRowCol::value_type;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const float offset = common::max_offset(max[i]);
@@ -86,7 +88,7 @@ struct PairSteps {
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         const float p = common::exp2_approx(fmaf(s_rc(i, j), scale_log2, -offset));
-        s_rc(i, j) = p;
+        p_rc(i, j) = PElement(p);
         s += p;
       }
       sum[i] = s;
@@ -208,7 +210,7 @@ struct PairSteps {
     }
     publish_row_state(state.max, state.scale0, tile_row, m_new, scale0, lane);
     signal(smem, kScale0);
-    exponentiate(tSrS_rc, scale_log2, m_new, sum);
+    exponentiate(tSrS_rc, tSrS_rc, scale_log2, m_new, sum);
 #pragma unroll
     for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * scale0[i] + sum[i];
 #pragma unroll
@@ -259,25 +261,13 @@ struct PairSteps {
   // WG1, step a2: P_o = exp2(S_o - m_new) rounded into tSrP_rc (none when !has_odd) and the row sums
   // moved on to the pair's reference. Runs while O_R += P_e.V_e,R is on the tensor pipe.
   // NOTE: P_o goes to tSrP, not back into S: rewriting S's accumulator registers while a product is
-  // in flight made ptxas serialise every WGMMA of the kernel (C7515; 1.5x slower).
+  // in flight made ptxas serialise every WGMMA of the kernel (C7515; 1.3-1.56x slower).
   template <class TensorSRowCol, class TensorPRowCol>
   static __device__ __forceinline__ void odd_exponentiate(bool has_odd, float scale_log2, const TensorSRowCol& tSrS_rc,
                                                           TensorPRowCol& tSrP_rc, const float (&m_new)[2],
                                                           const float (&scale1)[2], float (&row_sum)[2]) {
-    using Element = typename TensorPRowCol::value_type;
     float sum[2] = {0.0f, 0.0f};
-    if (has_odd) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const float offset = common::max_offset(m_new[i]);
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const float p = common::exp2_approx(fmaf(tSrS_rc(i, j), scale_log2, -offset));
-          tSrP_rc(i, j) = Element(p);
-          sum[i] += p;
-        }
-      }
-    }
+    if (has_odd) exponentiate(tSrS_rc, tSrP_rc, scale_log2, m_new, sum);
 #pragma unroll
     for (int i = 0; i < 2; ++i) row_sum[i] = row_sum[i] * scale1[i] + sum[i];
   }
