@@ -121,7 +121,9 @@ struct Epilogue {
           w[k] = upper ? got : w[k];
           w[k + 2] = upper ? w[k + 2] : got;
         }
-        if (row != nullptr) *reinterpret_cast<uint4*>(row + 8 * (g0 + quad_lane)) = make_uint4(w[0], w[1], w[2], w[3]);
+        // st.global.cs: O is written once and never read here, so its lines are allocated evict-first
+        // in L2 and leave the gathered kv rows resident.
+        if (row != nullptr) __stcs(reinterpret_cast<uint4*>(row + 8 * (g0 + quad_lane)), make_uint4(w[0], w[1], w[2], w[3]));
       }
     }
   }
