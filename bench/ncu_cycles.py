@@ -8,10 +8,15 @@ alone with the caches flushed, and the elapsed SM cycles of one kernel repeat wi
 different clocks (FlashMLA's kernel ~4 % lower), and the clocks are never locked (--clock-control none).
 
 Two modes:
-  target D_QK H_Q S_KV [N]   the process ncu profiles: builds compare.prefill_inputs(4096, H_Q, S_KV,
-                             d_qk=D_QK), then calls OpenMLA N times (default 4), then FlashMLA N times
+  target D_QK H_Q S_KV [N] [fp8]
+                             the process ncu profiles: builds compare.prefill_inputs(4096, H_Q, S_KV,
+                             d_qk=D_QK), then calls OpenMLA N times (default 4), then FlashMLA N times;
+                             with `fp8`, the FP8-cache mode (656-byte pages of 64, d_qk 576; OpenMLA only,
+                             its kernel at h_q 128 is decode_sparse_fp8_heads_on_m: add it to -k)
   table CSV...               reads `ncu --csv --metrics ...` outputs and prints, per file and library,
-                             the mean / min / max of sm__cycles_elapsed.max and the mean time and clock
+                             the mean / min / max of sm__cycles_elapsed.max and the mean time and clock,
+                             and the mean DRAM bytes read and L2 hit rate when the CSV holds
+                             dram__bytes_read.sum / lts__t_sector_hit_rate.pct
 
 usage on the GPU machine (PYTHONPATH holding openmla, flash_mla, python/tests and bench):
   ncu --csv --clock-control none \\
@@ -31,14 +36,16 @@ import sys
 CYCLES = "sm__cycles_elapsed.max"
 TIME_NS = "gpu__time_duration.sum"
 CLOCK_HZ = "sm__cycles_elapsed.avg.per_second"
+DRAM_READ = "dram__bytes_read.sum"
+L2_HIT = "lts__t_sector_hit_rate.pct"
 
 
-def run_target(d_qk: int, h_q: int, s_kv: int, calls: int) -> None:
+def run_target(d_qk: int, h_q: int, s_kv: int, calls: int, fp8_cache: bool = False) -> None:
     import torch
 
     import compare
 
-    inputs = compare.prefill_inputs(4096, h_q, s_kv, d_qk=d_qk)
+    inputs = compare.prefill_inputs(4096, h_q, s_kv, d_qk=d_qk, fp8_cache=fp8_cache)
     for make in (compare.openmla_prefill, compare.flash_mla_prefill):
         call = make(inputs)
         if call is None:
@@ -49,7 +56,8 @@ def run_target(d_qk: int, h_q: int, s_kv: int, calls: int) -> None:
 
 
 def library_of(kernel_name: str) -> str:
-    return "openmla" if "prefill_sparse" in kernel_name else "flash_mla"
+    ours = ("openmla::", "prefill_sparse", "decode_sparse_fp8")  # ncu prints names with or without namespaces
+    return "openmla" if any(mark in kernel_name for mark in ours) else "flash_mla"
 
 
 def read_launches(path: str) -> dict:
@@ -87,14 +95,22 @@ def print_table(paths: list) -> None:
             cycles = [m[CYCLES] / 1e6 for m in launches]
             micros = [m.get(TIME_NS, 0.0) / 1e3 for m in launches]
             mhz = [m.get(CLOCK_HZ, 0.0) / 1e6 for m in launches]
+            extra = ""
+            if all(DRAM_READ in m for m in launches):
+                extra += f"  DRAM read GB {sum(m[DRAM_READ] for m in launches) / len(launches) / 1e9:.3f}"
+            if all(L2_HIT in m for m in launches):
+                extra += f"  L2 hit % {sum(m[L2_HIT] for m in launches) / len(launches):.1f}"
             print(f"{path}  {library:9s} launches {len(launches)}  Mcycles {sum(cycles) / len(cycles):.3f} "
                   f"(min {min(cycles):.3f}, max {max(cycles):.3f})  us {sum(micros) / len(micros):.0f}  "
-                  f"MHz {sum(mhz) / len(mhz):.0f}")
+                  f"MHz {sum(mhz) / len(mhz):.0f}{extra}")
 
 
 def main(argv: list) -> int:
     if len(argv) >= 4 and argv[0] == "target":
-        run_target(int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]) if len(argv) > 4 else 4)
+        fp8_cache = argv[-1] == "fp8"
+        numbers = argv[1:-1] if fp8_cache else argv[1:]
+        run_target(int(numbers[0]), int(numbers[1]), int(numbers[2]), int(numbers[3]) if len(numbers) > 3 else 4,
+                   fp8_cache)
         return 0
     if len(argv) >= 2 and argv[0] == "table":
         print_table(argv[1:])

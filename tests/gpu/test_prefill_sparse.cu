@@ -351,6 +351,13 @@ std::vector<Case> all_cases() {
     config.use_topk_length = true;
     add("fp8_cache_h128_s213_topk2048", config);
   }
+  {  // one token over every CTA pair: the CTA-pair kernel's split pieces and their max_logits
+    auto config = make_config(1, 128, 64 * 300, 2048);
+    config.fp8_cache_page_size = 64;
+    config.all_invalid_row = false;
+    config.use_attn_sink = true;
+    add("fp8_cache_h128_s1_split", config);
+  }
   // Group scales above 2^7: the dequantisation's two-step path.
   {
     auto config = make_config(19, 64, 64 * 40, 512);
@@ -359,6 +366,13 @@ std::vector<Case> all_cases() {
     config.softmax_scale = 1.0f / (24.0f * 1.0e5f);
     config.use_topk_length = true;
     add("fp8_cache_h64_large_scales", config);
+  }
+  {
+    auto config = make_config(17, 128, 64 * 40, 384);
+    config.fp8_cache_page_size = 64;
+    config.kv_value_scale = 1.0e5f;  // amax ~ 4e5: scales 2^10
+    config.softmax_scale = 1.0f / (24.0f * 1.0e5f);
+    add("fp8_cache_h128_large_scales", config);
   }
   // Padded strides (rows still 16-byte aligned).
   {
