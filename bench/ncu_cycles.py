@@ -106,9 +106,9 @@ def print_table(paths: list) -> None:
 
 
 def main(argv: list) -> int:
-    if len(argv) >= 4 and argv[0] == "target":
-        fp8_cache = argv[-1] == "fp8"
-        numbers = argv[1:-1] if fp8_cache else argv[1:]
+    fp8_cache = len(argv) > 1 and argv[0] == "target" and argv[-1] == "fp8"
+    numbers = argv[1:-1] if fp8_cache else argv[1:]
+    if argv and argv[0] == "target" and len(numbers) >= 3:
         run_target(int(numbers[0]), int(numbers[1]), int(numbers[2]), int(numbers[3]) if len(numbers) > 3 else 4,
                    fp8_cache)
         return 0

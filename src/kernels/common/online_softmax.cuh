@@ -91,8 +91,10 @@ __device__ __forceinline__ float rescale_factor(float m_old, float m_new) {
 // paid 128 multiplies per thread on each O half between softmax and P.V.
 inline constexpr float kLazyMaxLog2 = 8.0f;
 
-// The reference after a block whose row max is block_max (both log2 units; -inf: nothing seen).
-__device__ __forceinline__ float lazy_reference(float reference, float block_max) {
+// The reference after a block whose row max is block_max (both log2 units; -inf: nothing seen);
+// seen_max, the true running max (max_logits needs it, the reference is not), takes block_max too.
+__device__ __forceinline__ float lazy_reference(float reference, float block_max, float& seen_max) {
+  seen_max = fmaxf(seen_max, block_max);
   return block_max > reference + kLazyMaxLog2 ? block_max : reference;
 }
 
@@ -125,7 +127,7 @@ template <int kRows, int kPolyPeriod = 0>
 struct OnlineSoftmax {
   float row_max[kRows];   // the reference of s2 over the row (lazy_reference; -inf: nothing seen yet)
   float seen_max[kRows];  // the true running max of s2 (max_logits)
-  float row_sum[kRows];  // running sum of exp2(s2 - row_max), this thread's columns only
+  float row_sum[kRows];   // running sum of exp2(s2 - row_max), this thread's columns only
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
@@ -156,8 +158,7 @@ struct OnlineSoftmax {
       float block_max = fmaxf(fmaxf(partial_max[0], partial_max[1]), fmaxf(partial_max[2], partial_max[3]));
       // NOTE: scale_log2 > 0, so scaling after the max is exact and keeps -inf.
       block_max = quad_allreduce_max(block_max) * scale_log2;
-      seen_max[i] = fmaxf(seen_max[i], block_max);
-      const float new_max = lazy_reference(row_max[i], block_max);
+      const float new_max = lazy_reference(row_max[i], block_max, seen_max[i]);
       const float offset = max_offset(new_max);
       row_scale[i] = rescale_factor(row_max[i], new_max);
       row_max[i] = new_max;

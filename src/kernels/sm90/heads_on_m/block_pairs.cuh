@@ -204,8 +204,7 @@ struct PairSteps {
     for (int i = 0; i < 2; ++i) {
       const float m_old = m_old_of(i);
       const float block_max = block_row_max(tSrS_rc, i, scale_log2);
-      seen_max[i] = fmaxf(seen_max[i], block_max);
-      m_new[i] = common::lazy_reference(m_old, block_max);
+      m_new[i] = common::lazy_reference(m_old, block_max, seen_max[i]);
       scale0[i] = common::rescale_factor(m_old, m_new[i]);
     }
     publish_row_state(state.max, state.scale0, tile_row, m_new, scale0, lane);
@@ -243,8 +242,7 @@ struct PairSteps {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const float block_max = block_row_max(tSrS_rc, i, scale_log2);
-        seen_max[i] = fmaxf(seen_max[i], block_max);
-        m_new[i] = common::lazy_reference(m_mid[i], block_max);
+        m_new[i] = common::lazy_reference(m_mid[i], block_max, seen_max[i]);
       }
     }
 #pragma unroll

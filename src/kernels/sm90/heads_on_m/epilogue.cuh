@@ -123,7 +123,9 @@ struct Epilogue {
         }
         // st.global.cs: O is written once and never read here, so its lines are allocated evict-first
         // in L2 and leave the gathered kv rows resident.
-        if (row != nullptr) __stcs(reinterpret_cast<uint4*>(row + 8 * (g0 + quad_lane)), make_uint4(w[0], w[1], w[2], w[3]));
+        if (row != nullptr) {
+          __stcs(reinterpret_cast<uint4*>(row + 8 * (g0 + quad_lane)), make_uint4(w[0], w[1], w[2], w[3]));
+        }
       }
     }
   }
