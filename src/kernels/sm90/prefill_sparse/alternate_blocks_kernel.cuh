@@ -67,8 +67,9 @@ inline constexpr int kAlternateCtaThreads = 3 * kWarpgroupThreads;
 inline constexpr int kAlternateLeftTiles = 4;  // tiles 0-3: V's left half; the rest: V's right half (+ RoPE)
 // setmaxnreg: the gather warpgroup gives back what the two consumers take (sum <= 3 x 168).
 inline constexpr int kAlternateLoaderRegs = 72;
-// NOTE: session 22 measured 1.6x slower at 216 (ptxas serialised every consumer WGMMA); since session
-// 28's changes ptxas no longer does (no C7515, 16 B of spills in the O store). To be measured.
+// 216 / 72 against 224 / 56: 1.1-1.3 % fewer cycles at s_kv = 32768, 0.4-0.6 % more at 8192 (H200,
+// session 30). NOTE: in session 22 ptxas serialised every consumer WGMMA at 216 (1.6x slower); since
+// session 28's changes it no longer does (the build guard fails on C7515); 16 B spill in the O store.
 inline constexpr int kAlternateConsumerRegs = 216;
 static_assert(kAlternateLoaderRegs + 2 * kAlternateConsumerRegs <= 3 * kEntryRegs, "setmaxnreg budget");
 
