@@ -76,7 +76,7 @@ def run_target(shapes: list, calls: int, fp8_cache: bool = False) -> None:
             for _ in range(calls):
                 call()
             torch.cuda.synchronize()
-        del inputs, runs
+        del inputs, runs  # free this shape's tensors before the next shape's are built
 
 
 def library_of(kernel_name: str) -> str:
