@@ -111,6 +111,10 @@ struct PlanOptions {
   // Batch-invariant mode only: KV blocks per chunk (0: automatic,
   // batch_invariant_chunk_blocks()); a shape-only constant, never the batch.
   int chunk_blocks = 0;
+  // true: build the split-KV schedule in its own kernel even where the
+  // attention kernel could build it (DecodePlan::schedule_in_kernel); for
+  // tests and A/B runs. The result is the same schedule.
+  bool separate_schedule_kernel = false;
 };
 
 // Which planner made a plan; each run accepts only its own family's plans.
@@ -146,6 +150,13 @@ struct DecodePlan {
   // Batch-invariant mode: KV blocks per fixed chunk; every part holds one
   // chunk (or one whole item of one chunk). 0 in the default mode.
   int chunk_blocks = 0;
+  // The attention kernel builds the split-KV schedule itself: each CTA runs the
+  // partition in its shared memory and keeps its own part, so a call launches
+  // no schedule kernel (whose launch and grid dependency cost 1-7 us a call).
+  // Dense and sparse decode in the default mode, when the partition's scratch
+  // (plan_detail::schedule_scratch_layout) fits kInKernelScheduleScratchBytes:
+  // about 2500 items at 132 parts. Never the cluster split (no schedule).
+  bool schedule_in_kernel = false;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;
   // The planner's inputs (besides the shape): run() re-plans from its params'

@@ -197,6 +197,11 @@ class _Plan:
         return self._plan.chunk_blocks
 
     @property
+    def schedule_in_kernel(self) -> bool:
+        """True when the attention kernel builds the split-KV schedule itself (a call launches no schedule kernel)."""
+        return self._plan.schedule_in_kernel
+
+    @property
     def workspace_regions(self) -> dict:
         """Region name -> (offset, bytes) inside the workspace."""
         return self._plan.workspace_regions

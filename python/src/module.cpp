@@ -331,7 +331,8 @@ NB_MODULE(_C, m) {
       .def_rw("min_part_cost", &PlanOptions::min_part_cost)
       .def_rw("cluster_split", &PlanOptions::cluster_split)
       .def_rw("batch_invariant", &PlanOptions::batch_invariant)
-      .def_rw("chunk_blocks", &PlanOptions::chunk_blocks);
+      .def_rw("chunk_blocks", &PlanOptions::chunk_blocks)
+      .def_rw("separate_schedule_kernel", &PlanOptions::separate_schedule_kernel);
 
   nb::class_<DenseDecodeShape>(m, "DenseDecodeShape")
       .def(nb::init<>())
@@ -381,6 +382,7 @@ NB_MODULE(_C, m) {
       .def_prop_ro("kernel", [](const DecodePlan& p) { return std::string(decode_kernel_name(p.kernel)); })
       .def_ro("cluster_size", &DecodePlan::cluster_size)
       .def_ro("chunk_blocks", &DecodePlan::chunk_blocks)
+      .def_ro("schedule_in_kernel", &DecodePlan::schedule_in_kernel)
       .def_ro("d_v", &DecodePlan::d_v)
       .def_prop_ro("max_length", [](const DecodePlan& p) { return p.lengths.max_length; })
       .def_prop_ro("workspace_bytes", [](const DecodePlan& p) { return p.workspace.total_bytes; })

@@ -10,6 +10,7 @@
 #include "validate/validate.h"
 #include "kernels/common/combine/launch.h"
 #include "kernels/common/schedule/launch.h"
+#include "kernels/common/schedule/part_schedule.h"
 #include "kernels/common/workspace.h"
 #include "kernels/sm90/decode_dense/launch.h"
 #include "kernels/sm90/decode_sparse_fp8/launch.h"
@@ -40,9 +41,11 @@ CombineParams decode_combine_outputs(const DecodeParams& params, DType out_dtype
 }
 
 // The steps every split-KV family shares: rebuild the schedule from the
-// device-resident lengths, run the family's attention kernel, then the combine
-// when the plan can split (a plan without partial slots launches no combine).
+// device-resident lengths (in its own kernel, or inside the attention kernel
+// when plan.schedule_in_kernel), run the family's attention kernel, then the
+// combine when the plan can split (a plan without partial slots launches no combine).
 // `combine`: the family's outputs (decode_combine_outputs); the rest is filled here.
+// `launch_attention(views, schedule)`: where the attention grid finds its parts.
 // `build_schedule` false: the workspace already holds this plan's schedule for
 // these lengths (ScheduleUse::kReuse, checked by the caller).
 // NOTE: the attention kernel is then the call's first grid, launched as a
@@ -52,12 +55,13 @@ template <class LaunchAttention>
 Status run_split_kv(const DecodePlan& plan, void* workspace, const int32_t* device_lengths, CombineParams combine,
                     const LaunchAttention& launch_attention, cudaStream_t stream, bool build_schedule = true) {
   const kernels::DecodeWorkspace views = kernels::decode_workspace(plan, workspace);
-  if (build_schedule) {
+  if (build_schedule && !plan.schedule_in_kernel) {
     ItemLengths lengths = plan.lengths;
     lengths.lengths = device_lengths;
     OPENMLA_RETURN_IF_ERROR(kernels::schedule::launch(plan, lengths, views, stream));
   }
-  OPENMLA_RETURN_IF_ERROR(launch_attention(views));
+  OPENMLA_RETURN_IF_ERROR(
+      launch_attention(views, kernels::part_schedule(plan, views.schedule, device_lengths, build_schedule)));
   if (plan.num_slots == 0) return Status::ok();
 
   combine.d_v = plan.d_v;
@@ -205,14 +209,13 @@ Status dense_decode_run(const DenseDecodeParams& params, const DecodePlan& plan,
   return run_scheduled(kEntry, use, record, plan, workspace, params.seqlens, "seqlens", stream, [&](bool build) {
     if (plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
       // One kernel: each request's clusters split its blocks and merge in shared memory (no schedule).
-      return kernels::decode_dense::launch(params, plan, nullptr, nullptr, nullptr, stream);
+      return kernels::decode_dense::launch(params, plan, kernels::read_parts(nullptr), nullptr, nullptr, stream);
     }
     return run_split_kv(
         plan, workspace, params.seqlens,
         decode_combine_outputs(params, params.shape.out_dtype, /*attn_sink=*/nullptr),
-        [&](const kernels::DecodeWorkspace& views) {
-          return kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o,
-                                               views.partial_lse, stream);
+        [&](const kernels::DecodeWorkspace& views, const kernels::PartSchedule& schedule) {
+          return kernels::decode_dense::launch(params, plan, schedule, views.partial_o, views.partial_lse, stream);
         },
         stream, build);
   });
@@ -244,9 +247,9 @@ Status sparse_decode_run(const SparseDecodeParams& params, const DecodePlan& pla
                          return run_split_kv(
                              plan, workspace, params.topk_length,
                              decode_combine_outputs(params, DType::kBF16, params.attn_sink),
-                             [&](const kernels::DecodeWorkspace& views) {
-                               return kernels::decode_sparse_fp8::launch(params, plan, views.schedule.parts,
-                                                                         views.partial_o, views.partial_lse, stream);
+                             [&](const kernels::DecodeWorkspace& views, const kernels::PartSchedule& schedule) {
+                               return kernels::decode_sparse_fp8::launch(params, plan, schedule, views.partial_o,
+                                                                         views.partial_lse, stream);
                              },
                              stream, build);
                        });
@@ -282,15 +285,15 @@ Status sparse_prefill_run(const SparsePrefillParams& params, const DecodePlan& p
   combine.max_logits_stride_h = 1;
   return run_split_kv(
       plan, workspace, params.topk_length, combine,
-      [&](const kernels::DecodeWorkspace& views) {
+      [&](const kernels::DecodeWorkspace& views, const kernels::PartSchedule& schedule) {
         if (shape.fp8_kv_cache) {
 #if OPENMLA_ENABLE_SPARSE_DECODE  // else check_sparse_prefill_gpu refused FP8-cache mode
-          return kernels::decode_sparse_fp8::launch(decode_view(params), plan, views.schedule.parts, views.partial_o,
+          return kernels::decode_sparse_fp8::launch(decode_view(params), plan, schedule, views.partial_o,
                                                     views.partial_lse, stream, params.max_logits, views.partial_max);
 #endif
         }
-        return kernels::prefill_sparse::launch(params, plan, views.schedule.parts, views.partial_o,
-                                               views.partial_lse, views.partial_max, stream);
+        return kernels::prefill_sparse::launch(params, plan, schedule.parts, views.partial_o, views.partial_lse,
+                                               views.partial_max, stream);
       },
       stream);
 #else

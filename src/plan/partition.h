@@ -241,13 +241,15 @@ inline ItemCuts item_cuts(const DecodePlan& plan) {
   return plan.whole_item_parts ? ItemCuts::kWholeItemsIfNoCostlier : ItemCuts::kEvenCuts;
 }
 
-// Build the whole schedule. Threads [0, num_threads) of one block (or one
-// host thread with num_threads = 1) call this together; the two scans run on
-// the first warp, the per-part phases on every thread (one part each when
-// num_threads > num_parts, which keeps the dependent chain short).
-OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemCuts cuts,
-                                        const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
-                                        int num_threads) {
+// Phases 1-4: the scratch arrays (item_prefix, part_bounds, part_slots) from
+// which part_record derives any part's records. Threads [0, num_threads) of one
+// block (or one host thread with num_threads = 1) call this together; the two
+// scans run on the first warp, the per-part phases on every thread (one part
+// each when num_threads > num_parts, which keeps the dependent chain short).
+// Writes neither out.parts nor out.combine.
+OPENMLA_HOST_DEVICE void partition_parts(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemCuts cuts,
+                                         const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                         int num_threads) {
   const int scan_lanes = num_threads < 32 ? num_threads : 32;
   const bool scans = thread < scan_lanes;
 
@@ -297,42 +299,102 @@ OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, in
   }
 
   // 3. partial pieces and combine entries per part, then 4. their exclusive
-  // prefix (in place); every combine entry starts empty
+  // prefix (in place)
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p < num_parts; p += num_threads) {
     const PartRange range = describe_part(out.part_bounds, lengths, p);
     out.part_slots[p] = range.pieces | (first_piece_item(range) >= 0 ? 1 << kSlotBits : 0);
-    out.combine[p] = CombineEntry{-1, -1, 0, 0};
   }
   threads_sync();
   if (scans) lanes_exclusive_scan<int32_t>(num_parts, ReadAt{out.part_slots}, out.part_slots, thread, scan_lanes);
   threads_sync();
+}
 
-  // 5. records
+// Split items recorded in the combine entries (they take indices [0, count)).
+OPENMLA_HOST_DEVICE int32_t combine_entry_count(const ScheduleBuffers& out, int32_t num_parts) {
+  return out.part_slots[num_parts] >> kSlotBits;
+}
+
+OPENMLA_HOST_DEVICE CombineEntry empty_combine_entry() { return CombineEntry{-1, -1, 0, 0}; }
+
+// Phase 5 for part p, from partition_parts' arrays: its PartWork and, when it
+// holds the first piece of a split item, that item's CombineEntry and the
+// entry's index (else entry_index = -1).
+struct PartRecord {
+  PartWork work;
+  CombineEntry entry;
+  int32_t entry_index;
+};
+
+OPENMLA_HOST_DEVICE PartRecord part_record(const ScheduleBuffers& out, const ItemLengths& lengths, int32_t num_parts,
+                                           int32_t p) {
+  const PartRange range = describe_part(out.part_bounds, lengths, p);
+  const int32_t slot_prefix = out.part_slots[p] & kSlotMask;
+  PartRecord record{PartWork{}, empty_combine_entry(), -1};
+  PartWork& work = record.work;
+  if (range.empty) {
+    work = PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}};
+    return record;
+  }
+  work.begin_item = range.begin.item;
+  work.begin_block = range.begin.block;
+  work.end_item = range.end_item;
+  work.end_block = range.end_block;
+  work.first_slot = range.pieces > 0 ? slot_prefix : -1;
+  work.flags = (range.begin_partial ? kPartBeginPartial : 0) | (range.end_partial ? kPartEndPartial : 0);
+  const int32_t item = first_piece_item(range);
+  if (item >= 0) {
+    const int32_t last_block = item_num_blocks(item_length(lengths, item)) - 1;
+    const int32_t last_part = part_containing(out.part_bounds, num_parts, Bound{item, last_block});
+    const int32_t first_slot = item == range.begin.item ? work.first_slot : work.first_slot + range.pieces - 1;
+    const int32_t last_slot = out.part_slots[last_part] & kSlotMask;
+    record.entry = CombineEntry{item, first_slot, last_slot - first_slot + 1, 0};
+    record.entry_index = out.part_slots[p] >> kSlotBits;
+  }
+  return record;
+}
+
+// Shared-memory carve-up of partition_parts' arrays and the lengths when a
+// block builds the schedule (the schedule kernel, or an attention kernel for
+// plan.schedule_in_kernel), all 16-byte aligned.
+struct ScheduleScratch {
+  size_t prefix, bounds, slots, lengths, total;
+};
+
+OPENMLA_HOST_DEVICE size_t scratch_align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+OPENMLA_HOST_DEVICE ScheduleScratch schedule_scratch_layout(int32_t num_items, int32_t num_parts, int32_t num_lengths) {
+  ScheduleScratch layout{};
+  layout.prefix = 0;
+  layout.bounds = layout.prefix + scratch_align16(sizeof(int64_t) * (size_t(num_items) + 1));
+  layout.slots = layout.bounds + scratch_align16(sizeof(Bound) * (size_t(num_parts) + 1));
+  layout.lengths = layout.slots + scratch_align16(sizeof(int32_t) * (size_t(num_parts) + 1));
+  layout.total = layout.lengths + scratch_align16(sizeof(int32_t) * size_t(num_lengths));
+  return layout;
+}
+
+// The most shared memory an attention kernel lends the schedule it builds
+// (DecodePlan::schedule_in_kernel); each such kernel static_asserts its region.
+inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
+
+// Lengths entries a schedule reads (0 when every item has the default length).
+OPENMLA_HOST_DEVICE int32_t schedule_num_lengths(const ItemLengths& lengths, int32_t num_items) {
+  return lengths.lengths == nullptr ? 0 : (num_items + lengths.items_per_length - 1) / lengths.items_per_length;
+}
+
+// Build the whole schedule (partition_parts, then every part's records); the
+// combine entries past the split items are empty. Same threads as partition_parts.
+OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemCuts cuts,
+                                        const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                        int num_threads) {
+  partition_parts(num_items, num_parts, min_part_cost, cuts, lengths, out, thread, num_threads);
+  const int32_t entries = combine_entry_count(out, num_parts);
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p < num_parts; p += num_threads) {
-    const PartRange range = describe_part(out.part_bounds, lengths, p);
-    const int32_t slot_prefix = out.part_slots[p] & kSlotMask;
-    PartWork work{};
-    if (range.empty) {
-      work = PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}};
-    } else {
-      work.begin_item = range.begin.item;
-      work.begin_block = range.begin.block;
-      work.end_item = range.end_item;
-      work.end_block = range.end_block;
-      work.first_slot = range.pieces > 0 ? slot_prefix : -1;
-      work.flags = (range.begin_partial ? kPartBeginPartial : 0) | (range.end_partial ? kPartEndPartial : 0);
-      const int32_t item = first_piece_item(range);
-      if (item >= 0) {
-        const int32_t last_block = item_num_blocks(item_length(lengths, item)) - 1;
-        const int32_t last_part = part_containing(out.part_bounds, num_parts, Bound{item, last_block});
-        const int32_t first_slot = item == range.begin.item ? work.first_slot : work.first_slot + range.pieces - 1;
-        const int32_t last_slot = out.part_slots[last_part] & kSlotMask;
-        out.combine[out.part_slots[p] >> kSlotBits] = CombineEntry{item, first_slot, last_slot - first_slot + 1, 0};
-      }
-    }
-    out.parts[p] = work;
+    const PartRecord record = part_record(out, lengths, num_parts, p);
+    out.parts[p] = record.work;
+    if (record.entry_index >= 0) out.combine[record.entry_index] = record.entry;
+    if (p >= entries) out.combine[p] = empty_combine_entry();
   }
 }
 

@@ -206,6 +206,21 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
                                      /*partial_max=*/plan->family == PlanFamily::kSparsePrefill);
 }
 
+// DecodePlan::schedule_in_kernel: decode plans of the default mode whose
+// partition scratch fits the attention kernels' loan (lengths assumed present).
+bool choose_schedule_in_kernel(const DecodePlan& plan) {
+  if (plan.family == PlanFamily::kSparsePrefill || plan.chunk_blocks > 0 || plan.options.separate_schedule_kernel ||
+      plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
+    return false;
+  }
+  ItemLengths lengths = plan.lengths;
+  int32_t present = 0;
+  lengths.lengths = &present;  // any non-null pointer: the count of lengths entries
+  const int32_t num_lengths = plan_detail::schedule_num_lengths(lengths, plan.num_items);
+  return plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, num_lengths).total <=
+         plan_detail::kInKernelScheduleScratchBytes;
+}
+
 // Cluster split (DecodeKernel::kDenseColumnSplitCluster) for a dense call. Measured on the
 // H200 (docs/history/performance-2026-11.md, 2026-11-30 session 4; graph replays, s_k = 1024):
 //   C = 8 helps only one-tile calls of at most 16 query rows per KV head (b = 1,
@@ -370,6 +385,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
                                 : choose_cluster_split(result, dense_rows_per_kv_head(shape), device, options);
   result.cluster_size = cluster_split > 1 ? cluster_split : 1;
   result.kernel = choose_dense_kernel(shape, result.cluster_size);
+  result.schedule_in_kernel = choose_schedule_in_kernel(result);
   result.fingerprint = decode_plan_fingerprint(result);
   *plan = result;
   return Status::ok();
@@ -396,6 +412,7 @@ Status plan_sparse_decode(const SparseDecodeShape& shape, const DeviceInfo& devi
   OPENMLA_RETURN_IF_ERROR(validate_batch_invariant(kEntry, result, options));
   finish_plan(&result, device, options);
   result.kernel = choose_sparse_kernel(shape);
+  result.schedule_in_kernel = choose_schedule_in_kernel(result);
   result.fingerprint = decode_plan_fingerprint(result);
   *plan = result;
   return Status::ok();

@@ -25,7 +25,7 @@ namespace {
 
 // NOTE: a new DecodePlan field changes this size: add it to
 // OPENMLA_DECODE_PLAN_FIELDS (plan_identity.h), then update the number.
-static_assert(sizeof(DecodePlan) == 264, "add the new DecodePlan field to OPENMLA_DECODE_PLAN_FIELDS");
+static_assert(sizeof(DecodePlan) == 272, "add the new DecodePlan field to OPENMLA_DECODE_PLAN_FIELDS");
 
 // Each field as 64 bits, for the hash.
 template <class T>

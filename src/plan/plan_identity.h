@@ -35,6 +35,7 @@ namespace openmla::detail {
   FIELD(kernel)                                                                            \
   FIELD(cluster_size)                                                                      \
   FIELD(chunk_blocks)                                                                      \
+  FIELD(schedule_in_kernel)                                                                \
   FIELD(lengths.lengths)                                                                   \
   FIELD(lengths.items_per_length)                                                          \
   FIELD(lengths.default_length)                                                            \
@@ -65,7 +66,8 @@ namespace openmla::detail {
   FIELD(options.min_part_cost)                                                             \
   FIELD(options.cluster_split)                                                             \
   FIELD(options.batch_invariant)                                                           \
-  FIELD(options.chunk_blocks)
+  FIELD(options.chunk_blocks)                                                              \
+  FIELD(options.separate_schedule_kernel)
 
 // The functions over these fields are public: openmla/plan.h (check_dense_decode_plan, ...).
 

@@ -6,10 +6,12 @@
 #include <functional>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "openmla/plan.h"
+#include "plan/partition.h"
 
 namespace openmla {
 namespace {
@@ -640,6 +642,121 @@ TEST(SchedulerExamples, SimilarItemsRunWhole) {
   HostSchedule schedule;
   ASSERT_NO_FATAL_FAILURE(build_checked_schedule(plan, lengths, &schedule));
   EXPECT_GT(split_items(schedule), 0);
+}
+
+// DecodePlan::schedule_in_kernel: every attention CTA runs partition_parts in
+// its own scratch and writes only its part's records (its PartWork; for the
+// combine its split item's entry and, past the split items, an empty one).
+// Done part by part on the host, that must give build_schedule's bytes.
+TEST(InKernelSchedule, PartByPartRecordsMatchTheWholeSchedule) {
+  std::mt19937_64 rng(31);
+  for (int trial = 0; trial < 400; ++trial) {
+    DecodePlan plan;
+    const int max_length = log_uniform(rng, 1, 200000);
+    if (trial % 2 == 0) {
+      DenseDecodeShape shape = random_dense_shape(rng, max_length);
+      shape.batch = log_uniform(rng, 1, 3000);
+      PlanOptions options;
+      options.min_parts = trial % 6 == 0 ? 1 + int(rng() % 200) : 0;
+      options.cluster_split = 1;
+      ASSERT_TRUE(plan_dense_decode(shape, DeviceInfo{}, &plan, options).is_ok());
+    } else {
+      SparseDecodeShape shape = random_sparse_shape(rng);
+      shape.batch = log_uniform(rng, 1, 1500);
+      ASSERT_TRUE(plan_sparse_decode(shape, DeviceInfo{}, &plan, PlanOptions{}).is_ok());
+    }
+    std::vector<int32_t> lengths = random_lengths(rng, plan.num_items, plan.lengths.max_length + 50);
+    HostSchedule whole;
+    build_checked_schedule(plan, lengths, &whole);
+    ItemLengths item_lengths = plan.lengths;
+    item_lengths.lengths = lengths.data();
+
+    std::vector<int64_t> prefix(size_t(plan.num_items) + 1);
+    std::vector<plan_detail::Bound> bounds(size_t(plan.num_parts) + 1);
+    std::vector<int32_t> slots(size_t(plan.num_parts) + 1);
+    const plan_detail::ScheduleBuffers scratch{nullptr, nullptr, prefix.data(), bounds.data(), slots.data()};
+    plan_detail::partition_parts(plan.num_items, plan.num_parts, plan.min_part_cost, plan_detail::item_cuts(plan),
+                                 item_lengths, scratch, /*thread=*/0, /*num_threads=*/1);
+    std::vector<PartWork> parts(size_t(plan.num_parts));
+    std::vector<CombineEntry> combine(size_t(plan.num_parts), CombineEntry{7, 7, 7, 7});  // stale bytes
+    const int32_t entries = plan_detail::combine_entry_count(scratch, plan.num_parts);
+    for (int32_t p = plan.num_parts - 1; p >= 0; --p) {  // any order: each part writes its own places
+      const plan_detail::PartRecord record = plan_detail::part_record(scratch, item_lengths, plan.num_parts, p);
+      parts[size_t(p)] = record.work;
+      if (record.entry_index >= 0) combine[size_t(record.entry_index)] = record.entry;
+      if (p >= entries) combine[size_t(p)] = plan_detail::empty_combine_entry();
+    }
+    ASSERT_EQ(std::memcmp(parts.data(), whole.parts.data(), parts.size() * sizeof(PartWork)), 0) << "trial " << trial;
+    ASSERT_EQ(std::memcmp(combine.data(), whole.combine.data(), combine.size() * sizeof(CombineEntry)), 0)
+        << "trial " << trial;
+  }
+}
+
+TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
+  const DeviceInfo device{};
+  auto dense = [&](int batch, PlanOptions options = {}) {
+    DenseDecodeShape shape;
+    shape.batch = batch;
+    shape.s_q = 1;
+    shape.h_q = 128;
+    shape.page_size = 64;
+    shape.max_pages_per_seq = 64;
+    shape.num_pages = 64;
+    DecodePlan plan;
+    EXPECT_TRUE(plan_dense_decode(shape, device, &plan, options).is_ok());
+    return plan;
+  };
+  EXPECT_TRUE(dense(1).schedule_in_kernel);
+  EXPECT_TRUE(dense(128).schedule_in_kernel);
+  EXPECT_TRUE(dense(2000).schedule_in_kernel);
+  EXPECT_FALSE(dense(4000).schedule_in_kernel);   // scratch over kInKernelScheduleScratchBytes
+  EXPECT_FALSE(dense(32768).schedule_in_kernel);
+  EXPECT_FALSE(dense(128, PlanOptions{.separate_schedule_kernel = true}).schedule_in_kernel);
+  EXPECT_FALSE(dense(128, PlanOptions{.batch_invariant = true}).schedule_in_kernel);
+  const DecodePlan forced = dense(2, PlanOptions{.min_parts = 100});
+  EXPECT_TRUE(forced.schedule_in_kernel);
+  for (int batch : {1, 128, 2000, 4000}) {  // the rule is the scratch's size, nothing else
+    const DecodePlan plan = dense(batch);
+    ItemLengths lengths = plan.lengths;
+    int32_t any = 0;
+    lengths.lengths = &any;
+    const size_t bytes = plan_detail::schedule_scratch_layout(
+                             plan.num_items, plan.num_parts, plan_detail::schedule_num_lengths(lengths, plan.num_items))
+                             .total;
+    EXPECT_EQ(plan.schedule_in_kernel, bytes <= plan_detail::kInKernelScheduleScratchBytes) << "batch " << batch;
+  }
+
+  DenseDecodeShape cluster_shape;  // b = 1, h_q = 16: the cluster split, which has no schedule
+  cluster_shape.batch = 1;
+  cluster_shape.s_q = 1;
+  cluster_shape.h_q = 16;
+  cluster_shape.page_size = 64;
+  cluster_shape.max_pages_per_seq = 16;
+  cluster_shape.num_pages = 16;
+  DecodePlan cluster;
+  ASSERT_TRUE(plan_dense_decode(cluster_shape, device, &cluster).is_ok());
+  ASSERT_EQ(cluster.kernel, DecodeKernel::kDenseColumnSplitCluster);
+  EXPECT_FALSE(cluster.schedule_in_kernel);
+
+  SparseDecodeShape sparse;
+  sparse.batch = 128;
+  sparse.s_q = 2;
+  sparse.h_q = 64;
+  sparse.topk = 2048;
+  sparse.page_size = 64;
+  sparse.num_pages = 4096;
+  DecodePlan sparse_plan;
+  ASSERT_TRUE(plan_sparse_decode(sparse, device, &sparse_plan).is_ok());
+  EXPECT_TRUE(sparse_plan.schedule_in_kernel);
+
+  SparsePrefillShape prefill;  // prefill keeps its schedule kernel (s_q items, up to 131072)
+  prefill.s_q = 62;
+  prefill.s_kv = 4096;
+  prefill.h_q = 64;
+  prefill.topk = 2048;
+  DecodePlan prefill_plan;
+  ASSERT_TRUE(plan_sparse_prefill(prefill, device, &prefill_plan).is_ok());
+  EXPECT_FALSE(prefill_plan.schedule_in_kernel);
 }
 
 }  // namespace

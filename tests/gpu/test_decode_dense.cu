@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <set>
 #include <span>
@@ -33,6 +34,7 @@
 #include "openmla/reference.h"
 #include "test_util/device_buffer.h"
 #include "test_util/mla_inputs.h"
+#include "test_util/schedule_records.h"
 
 namespace openmla {
 namespace {
@@ -123,13 +125,40 @@ void run_case_with(const Case& c, const PlanOptions& options, int* cluster_split
     params.kv_scale = d_kv_scale.ptr;
   }
 
-  const Status launched = kernels::decode_dense::launch(params, plan, d_parts.ptr, d_partial_o.ptr,
+  const Status launched = kernels::decode_dense::launch(params, plan, kernels::read_parts(d_parts.ptr), d_partial_o.ptr,
                                                         d_partial_lse.ptr, nullptr);
   ASSERT_TRUE(launched.is_ok()) << launched.message();
   ASSERT_CUDA(cudaDeviceSynchronize());
 
   ASSERT_CUDA(cudaMemcpy(inputs.out.data(), d_out.ptr, inputs.out.size(), cudaMemcpyDeviceToHost));
   ASSERT_CUDA(cudaMemcpy(inputs.lse.data(), d_lse.ptr, inputs.lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
+
+  // ---- the same kernel building its own schedule (plan.schedule_in_kernel): the records it
+  // leaves for the combine and for reusing calls are the host schedule's bytes, and out, LSE
+  // and partials are bitwise those of the run above ----
+  if (plan.schedule_in_kernel) {
+    const std::vector<uint8_t> first_partial_o = test::download_bytes(d_partial_o);
+    const std::vector<uint8_t> first_partial_lse = test::download_bytes(d_partial_lse);
+    test::poison(d_out);
+    test::poison(d_lse);
+    test::poison(d_partial_o);
+    test::poison(d_partial_lse);
+    const test::ScheduleRecords records(plan);
+    const Status rebuilt = kernels::decode_dense::launch(
+        params, plan, kernels::part_schedule(plan, records.buffers(), d_seqlens.ptr, /*build_schedule=*/true),
+        d_partial_o.ptr, d_partial_lse.ptr, nullptr);
+    ASSERT_TRUE(rebuilt.is_ok()) << rebuilt.message();
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    records.expect_equal(schedule);
+    const std::vector<uint8_t> out_bytes = test::download_bytes(d_out);
+    const std::vector<uint8_t> lse_bytes = test::download_bytes(d_lse);
+    ASSERT_EQ(out_bytes.size(), inputs.out.size());
+    ASSERT_EQ(lse_bytes.size(), inputs.lse.size() * sizeof(float));
+    EXPECT_EQ(std::memcmp(out_bytes.data(), inputs.out.data(), out_bytes.size()), 0) << "out differs";
+    EXPECT_EQ(std::memcmp(lse_bytes.data(), inputs.lse.data(), lse_bytes.size()), 0) << "LSE differs";
+    EXPECT_TRUE(test::download_bytes(d_partial_o) == first_partial_o) << "partial O differs";
+    EXPECT_TRUE(test::download_bytes(d_partial_lse) == first_partial_lse) << "partial LSE differs";
+  }
 
   // ---- split items: merge the kernel's partials on the host (a cluster
   // split merges in the kernel and writes out / lse itself) ----
@@ -619,7 +648,8 @@ TEST(DecodeDenseGpuTiming, DISABLED_Batch128Seqlen16384) {
     const double run_us = time_median([&] { status = dense_decode_run(params, plan, workspace.ptr, workspace.count, nullptr); });
     ASSERT_TRUE(status.is_ok()) << status.message();
     const double kernel_us = time_median([&] {
-      status = kernels::decode_dense::launch(params, plan, views.schedule.parts, views.partial_o, views.partial_lse, nullptr);
+      status = kernels::decode_dense::launch(params, plan, kernels::read_parts(views.schedule.parts), views.partial_o,
+                                            views.partial_lse, nullptr);
     });
     ASSERT_TRUE(status.is_ok()) << status.message();
     ASSERT_CUDA(cudaDeviceSynchronize());

@@ -35,6 +35,7 @@
 #include "test_util/device_buffer.h"
 #include "test_util/device_fill.cuh"
 #include "test_util/mla_inputs.h"
+#include "test_util/schedule_records.h"
 
 namespace openmla {
 namespace {
@@ -144,6 +145,29 @@ void run_case(const Case& c) {
 
   expect_rows_match(inputs.out_values(), want_out, kHeadDimV, c.name);
   expect_lse_match(inputs.lse_values(), want_lse, c.name);
+
+  // ---- the schedule, built by the attention kernel (plan.schedule_in_kernel) and by its own
+  // kernel (options.separate_schedule_kernel): the host's records in the workspace both times,
+  // and bitwise the same outputs ----
+  const int32_t* host_lengths = inputs.topk_length.empty() ? nullptr : inputs.topk_length.data();
+  test::expect_workspace_schedule(plan, workspace.ptr, host_lengths);
+  if (!plan.schedule_in_kernel) return;
+  PlanOptions separate = c.options;
+  separate.separate_schedule_kernel = true;
+  DecodePlan separate_plan;
+  ASSERT_OK(plan_sparse_decode(inputs.shape, device_info(), &separate_plan, separate));
+  ASSERT_FALSE(separate_plan.schedule_in_kernel);
+  ASSERT_EQ(separate_plan.workspace.total_bytes, plan.workspace.total_bytes);
+  const std::vector<uint8_t> out_bytes = test::download_bytes(dev.out);
+  const std::vector<uint8_t> lse_bytes = test::download_bytes(dev.lse);
+  test::poison(dev.out);
+  test::poison(dev.lse);
+  test::poison(workspace);
+  ASSERT_OK(sparse_decode_run(params, separate_plan, workspace.ptr, plan.workspace.total_bytes, nullptr));
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  test::expect_workspace_schedule(separate_plan, workspace.ptr, host_lengths);
+  EXPECT_TRUE(test::download_bytes(dev.out) == out_bytes) << "out differs with the schedule kernel";
+  EXPECT_TRUE(test::download_bytes(dev.lse) == lse_bytes) << "LSE differs with the schedule kernel";
 }
 
 test::SparseDecodeConfig make_config(int batch, int s_q, int h_q, int topk, int page_size, int num_pages) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "openmla/openmla.h"
@@ -52,6 +53,20 @@ template <class T, class Alloc>
 void download(std::vector<T, Alloc>& dst, const DeviceBuffer<T>& src) {
   ASSERT_EQ(dst.size(), src.count);
   ASSERT_EQ(cudaMemcpy(dst.data(), src.ptr, dst.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+// A device buffer's bytes (empty for an unallocated buffer); for bitwise comparisons.
+template <class T>
+std::vector<uint8_t> download_bytes(const DeviceBuffer<T>& src) {
+  std::vector<uint8_t> bytes(src.ptr == nullptr ? 0 : src.count * sizeof(T));
+  if (!bytes.empty()) EXPECT_EQ(cudaMemcpy(bytes.data(), src.ptr, bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return bytes;
+}
+
+// Every byte of a device buffer set to 0xff (NaN in fp32, bf16 and fp16; -1 in int32).
+template <class T>
+void poison(DeviceBuffer<T>& buffer) {
+  if (buffer.ptr != nullptr) ASSERT_EQ(cudaMemset(buffer.ptr, 0xff, buffer.count * sizeof(T)), cudaSuccess);
 }
 
 inline DeviceInfo device_info() {

@@ -23,23 +23,6 @@ namespace {
 constexpr int kMaxThreads = 1024;
 constexpr size_t kMaxSharedBytes = 200 * 1024;
 
-// Shared-memory carve-up of the scheduler's scratch, all 16-byte aligned.
-struct SharedLayout {
-  size_t prefix, bounds, slots, lengths, total;
-};
-
-constexpr size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
-
-__host__ __device__ inline SharedLayout shared_layout(int32_t num_items, int32_t num_parts, int32_t num_lengths) {
-  SharedLayout layout{};
-  layout.prefix = 0;
-  layout.bounds = layout.prefix + align16(sizeof(int64_t) * (size_t(num_items) + 1));
-  layout.slots = layout.bounds + align16(sizeof(plan_detail::Bound) * (size_t(num_parts) + 1));
-  layout.lengths = layout.slots + align16(sizeof(int32_t) * (size_t(num_parts) + 1));
-  layout.total = layout.lengths + align16(sizeof(int32_t) * size_t(num_lengths));
-  return layout;
-}
-
 __global__ void __launch_bounds__(kMaxThreads, 1)
     build_schedule_kernel(int32_t num_items, int32_t num_parts, int32_t min_part_cost, plan_detail::ItemCuts cuts,
                           int32_t chunk_blocks, ItemLengths lengths, plan_detail::ScheduleBuffers buffers, int32_t num_lengths,
@@ -51,7 +34,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   // let it start its prologue now (it waits for this grid's writes).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (in_shared) {
-    const SharedLayout layout = shared_layout(num_items, num_parts, num_lengths);
+    const plan_detail::ScheduleScratch layout = plan_detail::schedule_scratch_layout(num_items, num_parts, num_lengths);
     buffers.item_prefix = reinterpret_cast<int64_t*>(shared + layout.prefix);
     buffers.part_bounds = reinterpret_cast<plan_detail::Bound*>(shared + layout.bounds);
     buffers.part_slots = reinterpret_cast<int32_t*>(shared + layout.slots);
@@ -74,9 +57,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 
 Status launch(const DecodePlan& plan, const ItemLengths& lengths, const DecodeWorkspace& workspace,
               cudaStream_t stream) {
-  const int32_t num_lengths =
-      lengths.lengths == nullptr ? 0 : (plan.num_items + lengths.items_per_length - 1) / lengths.items_per_length;
-  const SharedLayout layout = shared_layout(plan.num_items, plan.num_parts, num_lengths);
+  const int32_t num_lengths = plan_detail::schedule_num_lengths(lengths, plan.num_items);
+  const plan_detail::ScheduleScratch layout = plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, num_lengths);
   const bool in_shared = layout.total <= kMaxSharedBytes;
   // Batch-invariant plans sort on a second warp while the first scans (plan/chunk_partition.h).
   const int min_threads = plan.chunk_blocks > 0 ? 64 : 32;

@@ -36,6 +36,7 @@
 #include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/prologue.cuh"
+#include "kernels/common/schedule/own_part.cuh"
 #include "kernels/common/tma.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/problem.cuh"
@@ -404,7 +405,7 @@ __global__ void __launch_bounds__(kAlternateCtaThreads, 1) decode_dense_alternat
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
-  const PartWork part = common::scheduled_part(params.parts);
+  const PartWork part = common::own_part(params.schedule, common::schedule_scratch(smem.kv));
   if (part.flags & kPartEmpty) return;  // uniform over the CTA
   __syncthreads();
   if (wg == 2) {

@@ -36,6 +36,7 @@
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/prologue.cuh"
+#include "kernels/common/schedule/own_part.cuh"
 #include "kernels/sm90/decode_dense/cluster_merge.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/problem.cuh"
@@ -93,11 +94,15 @@ __global__ void __launch_bounds__(kNumThreads, 1) decode_dense_column_split_kern
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
-  // The schedule comes from the previous grid (launched as its dependent).
-  common::wait_for_previous_grid();
-  common::allow_next_grid();
-  const PartWork part = clustered ? cluster_piece(params, int(blockIdx.x) / params.cluster_split, rank)
-                                  : params.parts[blockIdx.y];
+  // The lengths and the schedule may come from the previous grid (launched as its dependent).
+  PartWork part;
+  if (clustered) {
+    common::wait_for_previous_grid();
+    common::allow_next_grid();
+    part = cluster_piece(params, int(blockIdx.x) / params.cluster_split, rank);
+  } else {
+    part = common::own_part(params.schedule, common::schedule_scratch(smem.kv));
+  }
   // NOTE: an empty piece of a cluster still takes part in the merge.
   if (!clustered && (part.flags & kPartEmpty)) return;  // uniform over the CTA
   __syncthreads();

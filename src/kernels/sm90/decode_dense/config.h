@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/schedule/part_schedule.h"
 #include "kernels/sm90/heads_on_m/config.h"
 #include "openmla/capabilities.h"
 #include "openmla/plan.h"
@@ -75,7 +76,7 @@ struct KernelParams {
 
   float* partial_o;    // [num_slots, rows_per_item, 512]; null when nothing splits
   float* partial_lse;  // [num_slots, rows_per_item]
-  const PartWork* parts;  // [num_parts]
+  PartSchedule schedule;  // where each CTA finds its part (read, or built in the kernel)
   const float* q_scale;   // [1]; FP8 only (null otherwise): dequantised q = e4m3 * q_scale
   const float* kv_scale;  // [1]; FP8 only (null otherwise)
 

@@ -27,6 +27,7 @@
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/prologue.cuh"
+#include "kernels/common/schedule/own_part.cuh"
 #include "kernels/sm90/decode_dense/config.h"
 #include "kernels/sm90/decode_dense/problem.cuh"
 #include "kernels/sm90/decode_dense/producers.cuh"
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
     common::mbarrier_init_fence();
     common::tma_prefetch_descriptor(&params.tma_kv);
   }
-  const PartWork part = common::scheduled_part(params.parts);
+  const PartWork part = common::own_part(params.schedule, common::schedule_scratch(smem.kv));
   if (part.flags & kPartEmpty) return;  // uniform over the CTA
   __syncthreads();
 

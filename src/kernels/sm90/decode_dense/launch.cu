@@ -133,7 +133,7 @@ Status launch_alternate_blocks_kernel<DType::kFP16>(const KernelParams&, dim3, c
 }
 #endif
 
-Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const PartWork* parts, float* partial_o,
+Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const PartSchedule& schedule, float* partial_o,
               float* partial_lse, cudaStream_t stream) {
   OPENMLA_RETURN_IF_ERROR(check_supported(params, plan, partial_o, partial_lse));
   const DenseDecodeShape& shape = params.shape;
@@ -158,7 +158,7 @@ Status launch(const DenseDecodeParams& params, const DecodePlan& plan, const Par
   kp.lse_stride_h = params.lse_stride_h;
   kp.partial_o = partial_o;
   kp.partial_lse = partial_lse;
-  kp.parts = parts;
+  kp.schedule = schedule;
   kp.q_scale = params.q_scale;
   kp.kv_scale = params.kv_scale;
   kp.scale_log2 = params.softmax_scale * kLog2e;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/schedule/part_schedule.h"
 #include "kernels/sm90/heads_on_m/config.h"
 #include "openmla/plan.h"
 #include "openmla/schedule.h"
@@ -88,7 +89,7 @@ struct KernelParams {
 
   float* partial_o;       // [num_slots, h_q, 512]; null when nothing splits
   float* partial_lse;     // [num_slots, h_q]
-  const PartWork* parts;  // [num_parts]
+  PartSchedule schedule;  // where each CTA finds its part (read, or built in the kernel)
   // Sparse prefill over the FP8 cache (these kernels with batch = query tokens, s_q = 1):
   // the row max of the scaled logits. Null for sparse decode.
   float* max_logits;   // [batch * s_q, h_q]

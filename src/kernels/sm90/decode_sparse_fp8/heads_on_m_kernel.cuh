@@ -33,6 +33,7 @@
 #include "kernels/common/barriers.cuh"
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/prologue.cuh"
+#include "kernels/common/schedule/own_part.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/heads_on_m_problem.cuh"
 #include "kernels/sm90/heads_on_m/config.h"
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(heads_on_m::kNumThreads, 1)
     Producer::init_barriers(smem);
     common::mbarrier_init_fence();
   }
-  const PartWork part = common::scheduled_part(params.parts);
+  const PartWork part = common::own_part(params.schedule, common::schedule_scratch(smem.kv));
   if (part.flags & kPartEmpty) return;  // uniform over the CTA (and the cluster: one part)
   // In a CTA pair the peer's barriers are initialised before anything arrives on them.
   if constexpr (kClusterCtas > 1) {

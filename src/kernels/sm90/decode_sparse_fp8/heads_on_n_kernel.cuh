@@ -31,6 +31,7 @@
 #include "kernels/common/named_barriers.h"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/prologue.cuh"
+#include "kernels/common/schedule/own_part.cuh"
 #include "kernels/sm90/decode_sparse_fp8/config.h"
 #include "kernels/sm90/decode_sparse_fp8/epilogue.cuh"
 #include "kernels/sm90/decode_sparse_fp8/mainloop.cuh"
@@ -212,14 +213,13 @@ template <class Traits>
 __global__ void __launch_bounds__(kNumThreads, 1)
     decode_sparse_fp8_heads_on_n_kernel(const __grid_constant__ KernelParams params) {
   using SharedStorage = typename Traits::SharedStorage;
-  const PartWork part = common::scheduled_part(params.parts);
-  if (part.flags & kPartEmpty) return;  // uniform over the CTA
-
   extern __shared__ uint8_t smem_raw[];
   const uintptr_t raw = reinterpret_cast<uintptr_t>(smem_raw);
   const uintptr_t base = (raw + Traits::kSmemAlign - 1) & ~uintptr_t(Traits::kSmemAlign - 1);
   if (base - raw + sizeof(SharedStorage) > size_t(Traits::kSmemBytes)) __trap();  // see traits.h
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(base);
+  const PartWork part = common::own_part(params.schedule, common::schedule_scratch(smem.kv));
+  if (part.flags & kPartEmpty) return;  // uniform over the CTA
 
   const int head0 = int(blockIdx.x) * Traits::kHeads;
   const int warpgroup = common::warp_uniform_warpgroup(kWarpgroupThreads);

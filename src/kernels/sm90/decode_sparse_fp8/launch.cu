@@ -15,7 +15,7 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 }  // namespace
 
-Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const PartWork* parts,
+Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const PartSchedule& schedule,
               float* partial_o, float* partial_lse, cudaStream_t stream, float* max_logits, float* partial_max) {
   const SparseDecodeShape& shape = params.shape;
   const bool heads_on_m = shape.h_q == 64 || shape.h_q == 128;
@@ -49,7 +49,7 @@ Status launch(const SparseDecodeParams& params, const DecodePlan& plan, const Pa
   kp.lse_stride_h = params.lse_stride_h;
   kp.partial_o = partial_o;
   kp.partial_lse = partial_lse;
-  kp.parts = parts;
+  kp.schedule = schedule;
   kp.max_logits = max_logits;
   kp.partial_max = partial_max;
   kp.scale_log2 = params.softmax_scale * kLog2e;

@@ -1,0 +1,78 @@
+// An attention CTA's SM part (kernels/common/schedule/part_schedule.h): read
+// from the workspace, or built here from the lengths when the grid builds the
+// schedule itself. Every thread of the CTA calls own_part, before any role
+// split; `scratch` is shared memory the kernel does not use before it knows its
+// part (never its barriers), of at least kInKernelScheduleScratchBytes.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/schedule/part_schedule.h"
+#include "plan/partition.h"
+
+namespace openmla::kernels::common {
+
+// The lengths' copy in shared memory: partition_parts walks them in dependent
+// chains, each link ~1 us from global memory after an L2 flush.
+__device__ __forceinline__ const int32_t* stage_lengths(const int32_t* lengths, int32_t num_lengths, int32_t* shared) {
+  for (int32_t i = int32_t(threadIdx.x); i < num_lengths; i += int32_t(blockDim.x)) shared[i] = lengths[i];
+  __syncthreads();
+  return shared;
+}
+
+// A kernel's shared-memory buffer lent to the schedule (own_part's `scratch`).
+template <class Buffer>
+__device__ __forceinline__ uint8_t* schedule_scratch(Buffer& buffer) {
+  static_assert(sizeof(Buffer) >= plan_detail::kInKernelScheduleScratchBytes,
+                "the buffer lent to an in-kernel schedule is smaller than the planner assumes");
+  return reinterpret_cast<uint8_t*>(&buffer);
+}
+
+// Builds the schedule in `scratch` (all threads of the CTA) and writes this
+// CTA's part record to the workspace, where own_part reads it (every q-group's
+// CTA of a part writes the same bytes). q-group 0's CTA also writes the entries
+// the combine reads: its split item's, and an empty one past the split items.
+__device__ __forceinline__ void build_own_part(const PartSchedule& schedule, uint8_t* scratch) {
+  const int32_t part = int32_t(blockIdx.y);
+  // The host admitted the plan only if this layout fits (DecodePlan::schedule_in_kernel).
+  ItemLengths lengths = schedule.lengths;
+  const int32_t num_lengths = plan_detail::schedule_num_lengths(lengths, schedule.num_items);
+  const plan_detail::ScheduleScratch layout =
+      plan_detail::schedule_scratch_layout(schedule.num_items, schedule.num_parts, num_lengths);
+  if (lengths.lengths != nullptr) {
+    lengths.lengths = stage_lengths(lengths.lengths, num_lengths, reinterpret_cast<int32_t*>(scratch + layout.lengths));
+  }
+  const plan_detail::ScheduleBuffers buffers{nullptr, nullptr, reinterpret_cast<int64_t*>(scratch + layout.prefix),
+                                             reinterpret_cast<plan_detail::Bound*>(scratch + layout.bounds),
+                                             reinterpret_cast<int32_t*>(scratch + layout.slots)};
+  plan_detail::partition_parts(schedule.num_items, schedule.num_parts, schedule.min_part_cost, schedule.cuts, lengths,
+                               buffers, int(threadIdx.x), int(blockDim.x));  // ends with a barrier
+  if (threadIdx.x == 0) {
+    const plan_detail::PartRecord record = plan_detail::part_record(buffers, lengths, schedule.num_parts, part);
+    schedule.parts[part] = record.work;
+    if (blockIdx.x == 0) {
+      if (record.entry_index >= 0) schedule.combine[record.entry_index] = record.entry;
+      if (part >= plan_detail::combine_entry_count(buffers, schedule.num_parts)) {
+        schedule.combine[part] = plan_detail::empty_combine_entry();
+      }
+    }
+  }
+  __syncthreads();  // the record is visible to the CTA; the scratch is free again
+}
+
+// This CTA's part, parts[blockIdx.y], built first when the grid builds the
+// schedule. The lengths and the workspace may come from the previous grid
+// (launched as its dependent): waits for it, then lets the next grid start
+// its prologue.
+// NOTE: read back from global memory in both cases: returned from shared
+// memory, the record stayed in local memory in four kernels (ptxas spills of
+// 32-72 bytes), where a global load it keeps in registers.
+__device__ __forceinline__ PartWork own_part(const PartSchedule& schedule, uint8_t* scratch) {
+  wait_for_previous_grid();
+  allow_next_grid();
+  if (schedule.build) build_own_part(schedule, scratch);
+  return schedule.parts[blockIdx.y];
+}
+
+}  // namespace openmla::kernels::common
