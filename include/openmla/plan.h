@@ -93,6 +93,15 @@ enum class DecodeKernel : int32_t {
 
 // "dense_column_split", ... (for logs, the bench and error messages).
 const char* decode_kernel_name(DecodeKernel kernel);
+// Where the split-KV schedule of a dense or sparse decode plan is built (plans
+// of the cluster split have none; sparse prefill and the batch-invariant mode
+// always use the schedule kernel and refuse kAttentionKernel).
+enum class SchedulePlacement : int32_t {
+  kAutomatic = 0,   // the attention kernel from kInKernelScheduleMinItems items up, where its scratch fits
+  kScheduleKernel,  // always a schedule kernel before the attention kernel
+  kAttentionKernel, // the attention kernel wherever its scratch fits (else the schedule kernel)
+};
+
 struct PlanOptions {
   int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
   int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
@@ -111,10 +120,9 @@ struct PlanOptions {
   // Batch-invariant mode only: KV blocks per chunk (0: automatic,
   // batch_invariant_chunk_blocks()); a shape-only constant, never the batch.
   int chunk_blocks = 0;
-  // true: build the split-KV schedule in its own kernel even where the
-  // attention kernel could build it (DecodePlan::schedule_in_kernel); for
-  // tests and A/B runs. The result is the same schedule.
-  bool separate_schedule_kernel = false;
+  // Where a decode plan's split-KV schedule is built (DecodePlan::schedule_in_kernel);
+  // the result is the same schedule. For tests and A/B runs.
+  SchedulePlacement schedule_placement = SchedulePlacement::kAutomatic;
 };
 
 // Which planner made a plan; each run accepts only its own family's plans.
@@ -154,8 +162,10 @@ struct DecodePlan {
   // partition in its shared memory and keeps its own part, so a call launches
   // no schedule kernel (whose launch and grid dependency cost 1-7 us a call).
   // Dense and sparse decode in the default mode, when the partition's scratch
-  // (plan_detail::schedule_scratch_layout) fits kInKernelScheduleScratchBytes:
-  // about 2500 items at 132 parts. Never the cluster split (no schedule).
+  // (plan_detail::schedule_scratch_layout) fits kInKernelScheduleScratchBytes
+  // (about 2500 items at 132 parts) and, unless options.schedule_placement asks
+  // for it, the call has at least kInKernelScheduleMinItems items. Never the
+  // cluster split (no schedule).
   bool schedule_in_kernel = false;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;

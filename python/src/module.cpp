@@ -332,7 +332,10 @@ NB_MODULE(_C, m) {
       .def_rw("cluster_split", &PlanOptions::cluster_split)
       .def_rw("batch_invariant", &PlanOptions::batch_invariant)
       .def_rw("chunk_blocks", &PlanOptions::chunk_blocks)
-      .def_rw("separate_schedule_kernel", &PlanOptions::separate_schedule_kernel);
+      .def_prop_rw(
+          "schedule_placement", [](const PlanOptions& o) { return int(o.schedule_placement); },
+          [](PlanOptions& o, int placement) { o.schedule_placement = static_cast<SchedulePlacement>(placement); },
+          "0: automatic, 1: schedule kernel, 2: attention kernel (where its scratch fits)");
 
   nb::class_<DenseDecodeShape>(m, "DenseDecodeShape")
       .def(nb::init<>())

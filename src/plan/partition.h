@@ -376,6 +376,13 @@ OPENMLA_HOST_DEVICE ScheduleScratch schedule_scratch_layout(int32_t num_items, i
 // The most shared memory an attention kernel lends the schedule it builds
 // (DecodePlan::schedule_in_kernel); each such kernel static_asserts its region.
 inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
+// Fewer items keep the schedule kernel by default (SchedulePlacement::kAutomatic):
+// its launch then overlaps the attention kernel's own launch and prologue, while
+// the in-kernel build puts the lengths' load and the partition (from a cold
+// instruction cache) before the first K/V load. Measured on the H200
+// (2026-12-03, docs/performance.md, session 31): dense b = 1 1.4-3.5 % slower in
+// the kernel, b = 4 within 1.5 %, b >= 32 up to 2.4 % faster, sparse b >= 64 up to 6.6 %.
+inline constexpr int32_t kInKernelScheduleMinItems = 32;
 
 // Lengths entries a schedule reads (0 when every item has the default length).
 OPENMLA_HOST_DEVICE int32_t schedule_num_lengths(const ItemLengths& lengths, int32_t num_items) {

@@ -207,10 +207,13 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
 }
 
 // DecodePlan::schedule_in_kernel: decode plans of the default mode whose
-// partition scratch fits the attention kernels' loan (lengths assumed present).
+// partition scratch fits the attention kernels' loan (lengths assumed present),
+// from kInKernelScheduleMinItems items up unless the options place it.
 bool choose_schedule_in_kernel(const DecodePlan& plan) {
-  if (plan.family == PlanFamily::kSparsePrefill || plan.chunk_blocks > 0 || plan.options.separate_schedule_kernel ||
-      plan.kernel == DecodeKernel::kDenseColumnSplitCluster) {
+  const SchedulePlacement placement = plan.options.schedule_placement;
+  if (plan.family == PlanFamily::kSparsePrefill || plan.chunk_blocks > 0 ||
+      plan.kernel == DecodeKernel::kDenseColumnSplitCluster || placement == SchedulePlacement::kScheduleKernel ||
+      (placement == SchedulePlacement::kAutomatic && plan.num_items < plan_detail::kInKernelScheduleMinItems)) {
     return false;
   }
   ItemLengths lengths = plan.lengths;
@@ -244,6 +247,13 @@ int choose_cluster_split(const DecodePlan& plan, int rows_per_kv, const DeviceIn
   return 0;
 }
 
+// options.schedule_placement = kAttentionKernel where only the schedule kernel builds the schedule.
+Status refuse_attention_kernel_schedule(const char* entry, const char* what) {
+  return Status::invalid_argument(std::string(entry) +
+                                  ": argument 'options.schedule_placement' = 2 (attention kernel) cannot apply: " + what +
+                                  " builds its schedule in the schedule kernel; expected 0 (automatic) or 1");
+}
+
 Status validate_options(const char* entry, const PlanOptions& options) {
   if (options.cluster_split != 0 && options.cluster_split != 1 && options.cluster_split != 2 &&
       options.cluster_split != 4 && options.cluster_split != 8) {
@@ -263,6 +273,15 @@ Status validate_options(const char* entry, const PlanOptions& options) {
                                     std::to_string(options.max_parts) + ", expected 0 <= min_parts <= " +
                                     "max_parts (0 = automatic) and min_parts <= " +
                                     std::to_string(kMaxParts));
+  }
+  const int32_t placement = static_cast<int32_t>(options.schedule_placement);
+  if (placement < 0 || placement > static_cast<int32_t>(SchedulePlacement::kAttentionKernel)) {
+    return Status::invalid_argument(std::string(entry) + ": argument 'options.schedule_placement' must be 0 " +
+                                    "(automatic), 1 (schedule kernel) or 2 (attention kernel): got " +
+                                    std::to_string(placement));
+  }
+  if (options.schedule_placement == SchedulePlacement::kAttentionKernel && options.batch_invariant) {
+    return refuse_attention_kernel_schedule(entry, "the batch-invariant mode");
   }
   if (options.batch_invariant) {
     if (options.max_parts != 0 || options.min_parts != 0 || options.min_part_cost != 0 || options.cluster_split > 1) {
@@ -427,6 +446,9 @@ Status plan_sparse_prefill(const SparsePrefillShape& shape, const DeviceInfo& de
   OPENMLA_RETURN_IF_ERROR(detail::validate_device_info(kEntry, device));
   OPENMLA_RETURN_IF_ERROR(detail::validate_sparse_prefill_shape(kEntry, shape));
   OPENMLA_RETURN_IF_ERROR(validate_options(kEntry, options));
+  if (options.schedule_placement == SchedulePlacement::kAttentionKernel) {
+    return refuse_attention_kernel_schedule(kEntry, "sparse prefill (up to 131072 items)");
+  }
 
   DecodePlan result;
   result.family = PlanFamily::kSparsePrefill;

@@ -67,7 +67,7 @@ namespace openmla::detail {
   FIELD(options.cluster_split)                                                             \
   FIELD(options.batch_invariant)                                                           \
   FIELD(options.chunk_blocks)                                                              \
-  FIELD(options.separate_schedule_kernel)
+  FIELD(options.schedule_placement)
 
 // The functions over these fields are public: openmla/plan.h (check_dense_decode_plan, ...).
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "openmla/plan.h"
@@ -694,28 +695,37 @@ TEST(InKernelSchedule, PartByPartRecordsMatchTheWholeSchedule) {
 
 TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   const DeviceInfo device{};
-  auto dense = [&](int batch, PlanOptions options = {}) {
-    DenseDecodeShape shape;
+  auto dense_status = [&](int batch, PlanOptions options, DecodePlan* plan) {
+    DenseDecodeShape shape;  // four q-groups: never a cluster split
     shape.batch = batch;
-    shape.s_q = 1;
+    shape.s_q = 2;
     shape.h_q = 128;
     shape.page_size = 64;
     shape.max_pages_per_seq = 64;
     shape.num_pages = 64;
+    return plan_dense_decode(shape, device, plan, options);
+  };
+  auto dense = [&](int batch, PlanOptions options = {}) {
     DecodePlan plan;
-    EXPECT_TRUE(plan_dense_decode(shape, device, &plan, options).is_ok());
+    EXPECT_TRUE(dense_status(batch, options, &plan).is_ok());
     return plan;
   };
-  EXPECT_TRUE(dense(1).schedule_in_kernel);
+  const PlanOptions in_kernel{.schedule_placement = SchedulePlacement::kAttentionKernel};
+  const PlanOptions schedule_kernel{.schedule_placement = SchedulePlacement::kScheduleKernel};
+  EXPECT_FALSE(dense(1).schedule_in_kernel);  // under kInKernelScheduleMinItems
+  EXPECT_FALSE(dense(plan_detail::kInKernelScheduleMinItems - 1).schedule_in_kernel);
+  EXPECT_TRUE(dense(plan_detail::kInKernelScheduleMinItems).schedule_in_kernel);
+  EXPECT_TRUE(dense(1, in_kernel).schedule_in_kernel);
   EXPECT_TRUE(dense(128).schedule_in_kernel);
   EXPECT_TRUE(dense(2000).schedule_in_kernel);
-  EXPECT_FALSE(dense(4000).schedule_in_kernel);   // scratch over kInKernelScheduleScratchBytes
+  EXPECT_FALSE(dense(4000).schedule_in_kernel);  // scratch over kInKernelScheduleScratchBytes
+  EXPECT_FALSE(dense(4000, in_kernel).schedule_in_kernel);
   EXPECT_FALSE(dense(32768).schedule_in_kernel);
-  EXPECT_FALSE(dense(128, PlanOptions{.separate_schedule_kernel = true}).schedule_in_kernel);
+  EXPECT_FALSE(dense(128, schedule_kernel).schedule_in_kernel);
   EXPECT_FALSE(dense(128, PlanOptions{.batch_invariant = true}).schedule_in_kernel);
-  const DecodePlan forced = dense(2, PlanOptions{.min_parts = 100});
-  EXPECT_TRUE(forced.schedule_in_kernel);
-  for (int batch : {1, 128, 2000, 4000}) {  // the rule is the scratch's size, nothing else
+  EXPECT_TRUE(dense(2, PlanOptions{.min_parts = 100, .schedule_placement = SchedulePlacement::kAttentionKernel})
+                  .schedule_in_kernel);
+  for (int batch : {32, 128, 2000, 4000}) {  // from the minimum up, the rule is the scratch's size
     const DecodePlan plan = dense(batch);
     ItemLengths lengths = plan.lengths;
     int32_t any = 0;
@@ -725,6 +735,16 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
                              .total;
     EXPECT_EQ(plan.schedule_in_kernel, bytes <= plan_detail::kInKernelScheduleScratchBytes) << "batch " << batch;
   }
+  // The attention kernel cannot build what only the schedule kernel builds; out-of-range values.
+  DecodePlan refused;
+  const Status invariant = dense_status(
+      128, PlanOptions{.batch_invariant = true, .schedule_placement = SchedulePlacement::kAttentionKernel}, &refused);
+  EXPECT_EQ(invariant.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(invariant.message().find("options.schedule_placement"), std::string::npos) << invariant.message();
+  const Status out_of_range =
+      dense_status(128, PlanOptions{.schedule_placement = static_cast<SchedulePlacement>(3)}, &refused);
+  EXPECT_EQ(out_of_range.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out_of_range.message().find("options.schedule_placement"), std::string::npos) << out_of_range.message();
 
   DenseDecodeShape cluster_shape;  // b = 1, h_q = 16: the cluster split, which has no schedule
   cluster_shape.batch = 1;
@@ -757,6 +777,10 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   DecodePlan prefill_plan;
   ASSERT_TRUE(plan_sparse_prefill(prefill, device, &prefill_plan).is_ok());
   EXPECT_FALSE(prefill_plan.schedule_in_kernel);
+  const Status prefill_refused = plan_sparse_prefill(prefill, device, &prefill_plan, in_kernel);
+  EXPECT_EQ(prefill_refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(prefill_refused.message().find("options.schedule_placement"), std::string::npos)
+      << prefill_refused.message();
 }
 
 }  // namespace

@@ -125,6 +125,8 @@ void run_case_with(const Case& c, const PlanOptions& options, int* cluster_split
     params.kv_scale = d_kv_scale.ptr;
   }
 
+  const auto initial_out = inputs.out;  // NaN-poisoned: restored for the in-kernel schedule's run below
+  const auto initial_lse = inputs.lse;
   const Status launched = kernels::decode_dense::launch(params, plan, kernels::read_parts(d_parts.ptr), d_partial_o.ptr,
                                                         d_partial_lse.ptr, nullptr);
   ASSERT_TRUE(launched.is_ok()) << launched.message();
@@ -133,19 +135,28 @@ void run_case_with(const Case& c, const PlanOptions& options, int* cluster_split
   ASSERT_CUDA(cudaMemcpy(inputs.out.data(), d_out.ptr, inputs.out.size(), cudaMemcpyDeviceToHost));
   ASSERT_CUDA(cudaMemcpy(inputs.lse.data(), d_lse.ptr, inputs.lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
 
-  // ---- the same kernel building its own schedule (plan.schedule_in_kernel): the records it
-  // leaves for the combine and for reusing calls are the host schedule's bytes, and out, LSE
-  // and partials are bitwise those of the run above ----
-  if (plan.schedule_in_kernel) {
+  // ---- the same kernel building its own schedule (SchedulePlacement::kAttentionKernel, where the
+  // plan has a schedule): the records it leaves for the combine and for reusing calls are the host
+  // schedule's bytes, and out, LSE and partials are bitwise those of the run above ----
+  DecodePlan in_kernel_plan;
+  if (!options.batch_invariant && plan.kernel != DecodeKernel::kDenseColumnSplitCluster) {
+    PlanOptions in_kernel = options;
+    in_kernel.schedule_placement = SchedulePlacement::kAttentionKernel;
+    ASSERT_OK(plan_dense_decode(shape, device_info(), &in_kernel_plan, in_kernel));
+  }
+  if (in_kernel_plan.schedule_in_kernel) {
     const std::vector<uint8_t> first_partial_o = test::download_bytes(d_partial_o);
     const std::vector<uint8_t> first_partial_lse = test::download_bytes(d_partial_lse);
-    test::poison(d_out);
-    test::poison(d_lse);
-    test::poison(d_partial_o);
-    test::poison(d_partial_lse);
-    const test::ScheduleRecords records(plan);
+    test::overwrite(d_out, initial_out);
+    test::overwrite(d_lse, initial_lse);
+    if (partial_rows > 0) {
+      test::overwrite(d_partial_o, partial_o);
+      test::overwrite(d_partial_lse, partial_lse);
+    }
+    const test::ScheduleRecords records(in_kernel_plan);
     const Status rebuilt = kernels::decode_dense::launch(
-        params, plan, kernels::part_schedule(plan, records.buffers(), d_seqlens.ptr, /*build_schedule=*/true),
+        params, in_kernel_plan,
+        kernels::part_schedule(in_kernel_plan, records.buffers(), d_seqlens.ptr, /*build_schedule=*/true),
         d_partial_o.ptr, d_partial_lse.ptr, nullptr);
     ASSERT_TRUE(rebuilt.is_ok()) << rebuilt.message();
     ASSERT_CUDA(cudaDeviceSynchronize());

@@ -138,6 +138,8 @@ void run_case(const Case& c) {
   DeviceBuffer<uint8_t> workspace(plan.workspace.total_bytes);
   ASSERT_CUDA(cudaMemset(workspace.ptr, 0xff, plan.workspace.total_bytes));  // stale garbage
   const SparseDecodeParams params = dev.params(inputs);
+  const auto initial_out = inputs.out;  // poisoned: restored before the runs with the other schedule placement
+  const auto initial_lse = inputs.lse;
   ASSERT_OK(sparse_decode_run(params, plan, workspace.ptr, plan.workspace.total_bytes, nullptr));
   ASSERT_CUDA(cudaDeviceSynchronize());
   download(inputs.out, dev.out);
@@ -146,28 +148,30 @@ void run_case(const Case& c) {
   expect_rows_match(inputs.out_values(), want_out, kHeadDimV, c.name);
   expect_lse_match(inputs.lse_values(), want_lse, c.name);
 
-  // ---- the schedule, built by the attention kernel (plan.schedule_in_kernel) and by its own
-  // kernel (options.separate_schedule_kernel): the host's records in the workspace both times,
-  // and bitwise the same outputs ----
+  // ---- the schedule built in the attention kernel and in the schedule kernel
+  // (options.schedule_placement): the host's records in the workspace each time, and bitwise the
+  // same outputs ----
   const int32_t* host_lengths = inputs.topk_length.empty() ? nullptr : inputs.topk_length.data();
   test::expect_workspace_schedule(plan, workspace.ptr, host_lengths);
-  if (!plan.schedule_in_kernel) return;
-  PlanOptions separate = c.options;
-  separate.separate_schedule_kernel = true;
-  DecodePlan separate_plan;
-  ASSERT_OK(plan_sparse_decode(inputs.shape, device_info(), &separate_plan, separate));
-  ASSERT_FALSE(separate_plan.schedule_in_kernel);
-  ASSERT_EQ(separate_plan.workspace.total_bytes, plan.workspace.total_bytes);
   const std::vector<uint8_t> out_bytes = test::download_bytes(dev.out);
   const std::vector<uint8_t> lse_bytes = test::download_bytes(dev.lse);
-  test::poison(dev.out);
-  test::poison(dev.lse);
-  test::poison(workspace);
-  ASSERT_OK(sparse_decode_run(params, separate_plan, workspace.ptr, plan.workspace.total_bytes, nullptr));
-  ASSERT_CUDA(cudaDeviceSynchronize());
-  test::expect_workspace_schedule(separate_plan, workspace.ptr, host_lengths);
-  EXPECT_TRUE(test::download_bytes(dev.out) == out_bytes) << "out differs with the schedule kernel";
-  EXPECT_TRUE(test::download_bytes(dev.lse) == lse_bytes) << "LSE differs with the schedule kernel";
+  for (SchedulePlacement placement : {SchedulePlacement::kScheduleKernel, SchedulePlacement::kAttentionKernel}) {
+    PlanOptions options = c.options;
+    options.schedule_placement = placement;
+    DecodePlan other;
+    ASSERT_OK(plan_sparse_decode(inputs.shape, device_info(), &other, options));
+    if (other.schedule_in_kernel == plan.schedule_in_kernel) continue;  // the run above
+    SCOPED_TRACE(other.schedule_in_kernel ? "schedule in the attention kernel" : "schedule kernel");
+    ASSERT_EQ(other.workspace.total_bytes, plan.workspace.total_bytes);
+    test::overwrite(dev.out, initial_out);
+    test::overwrite(dev.lse, initial_lse);
+    test::poison(workspace);
+    ASSERT_OK(sparse_decode_run(params, other, workspace.ptr, other.workspace.total_bytes, nullptr));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    test::expect_workspace_schedule(other, workspace.ptr, host_lengths);
+    EXPECT_TRUE(test::download_bytes(dev.out) == out_bytes) << "out differs";
+    EXPECT_TRUE(test::download_bytes(dev.lse) == lse_bytes) << "LSE differs";
+  }
 }
 
 test::SparseDecodeConfig make_config(int batch, int s_q, int h_q, int topk, int page_size, int num_pages) {

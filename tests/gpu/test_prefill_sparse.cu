@@ -463,13 +463,6 @@ TEST(PrefillSparseLarge, ManyQueryTokens) { run_large_case(131072, 16, 50000, 12
 // ---------------------------------------------------------------------------
 // CUDA graph: one captured call, replayed with new indices and topk_length.
 // ---------------------------------------------------------------------------
-// New contents for a buffer a graph captured: same size, same address.
-template <class T, class Alloc>
-void overwrite(DeviceBuffer<T>& dst, const std::vector<T, Alloc>& src) {
-  ASSERT_EQ(dst.count, src.size());
-  ASSERT_CUDA(cudaMemcpy(dst.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-
 TEST(PrefillSparseGraph, ReplayWithNewIndices) {
   auto config = make_config(48, 128, 4000, 512);
   config.use_topk_length = true;
@@ -499,11 +492,11 @@ TEST(PrefillSparseGraph, ReplayWithNewIndices) {
     next.attn_sink = in.attn_sink;
     next.kv_live = in.kv_live;
     // Into the captured buffers (upload() would reallocate them under the graph).
-    overwrite(dev.indices, next.indices);
-    overwrite(dev.topk_length, next.topk_length);
-    overwrite(dev.out, next.out);
-    overwrite(dev.max_logits, next.max_logits);
-    overwrite(dev.lse, next.lse);
+    test::overwrite(dev.indices, next.indices);
+    test::overwrite(dev.topk_length, next.topk_length);
+    test::overwrite(dev.out, next.out);
+    test::overwrite(dev.max_logits, next.max_logits);
+    test::overwrite(dev.lse, next.lse);
     ASSERT_CUDA(cudaGraphLaunch(exec, stream));
     ASSERT_CUDA(cudaStreamSynchronize(stream));
     dev.download_outputs(next);

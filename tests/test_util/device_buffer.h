@@ -63,6 +63,15 @@ std::vector<uint8_t> download_bytes(const DeviceBuffer<T>& src) {
   return bytes;
 }
 
+// Copies `src` over an allocated buffer of the same size (its pointer, which params hold, stays).
+template <class T, class Alloc>
+void overwrite(DeviceBuffer<T>& dst, const std::vector<T, Alloc>& src) {
+  ASSERT_EQ(dst.count, src.size());
+  if (!src.empty()) {
+    ASSERT_EQ(cudaMemcpy(dst.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+}
+
 // Every byte of a device buffer set to 0xff (NaN in fp32, bf16 and fp16; -1 in int32).
 template <class T>
 void poison(DeviceBuffer<T>& buffer) {
