@@ -33,7 +33,12 @@ __device__ __forceinline__ uint8_t* schedule_scratch(Buffer& buffer) {
 // CTA's part record to the workspace, where own_part reads it (every q-group's
 // CTA of a part writes the same bytes). q-group 0's CTA also writes the entries
 // the combine reads: its split item's, and an empty one past the split items.
-__device__ __forceinline__ void build_own_part(const PartSchedule& schedule, uint8_t* scratch) {
+// NOTE: out of line, so that a kernel reading its part (a schedule kernel ran, or the
+// call reuses a schedule) runs no further from the start of its code: inlined, the
+// partition's ~18 KB of SASS sat between the prologue and the main loop, and those
+// calls ran 1-3 us slower at b = 1 (cold instruction cache). static: one copy per
+// translation unit (no host-side symbol clashes between the instantiation files).
+static __device__ __noinline__ void build_own_part(const PartSchedule& schedule, uint8_t* scratch) {
   const int32_t part = int32_t(blockIdx.y);
   // The host admitted the plan only if this layout fits (DecodePlan::schedule_in_kernel).
   ItemLengths lengths = schedule.lengths;
