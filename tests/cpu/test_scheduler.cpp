@@ -693,17 +693,23 @@ TEST(InKernelSchedule, PartByPartRecordsMatchTheWholeSchedule) {
   }
 }
 
+// A dense shape of 64-token pages, `pages` of them per request.
+DenseDecodeShape paged_dense_shape(int batch, int s_q, int h_q, int pages) {
+  DenseDecodeShape shape;
+  shape.batch = batch;
+  shape.s_q = s_q;
+  shape.h_q = h_q;
+  shape.page_size = 64;
+  shape.max_pages_per_seq = pages;
+  shape.num_pages = pages;
+  return shape;
+}
+
 TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   const DeviceInfo device{};
   auto dense_status = [&](int batch, PlanOptions options, DecodePlan* plan) {
-    DenseDecodeShape shape;  // four q-groups: never a cluster split
-    shape.batch = batch;
-    shape.s_q = 2;
-    shape.h_q = 128;
-    shape.page_size = 64;
-    shape.max_pages_per_seq = 64;
-    shape.num_pages = 64;
-    return plan_dense_decode(shape, device, plan, options);
+    // s_q 2 at h_q 128: four q-groups, never a cluster split
+    return plan_dense_decode(paged_dense_shape(batch, 2, 128, 64), device, plan, options);
   };
   auto dense = [&](int batch, PlanOptions options = {}) {
     DecodePlan plan;
@@ -746,15 +752,8 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   EXPECT_EQ(out_of_range.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(out_of_range.message().find("options.schedule_placement"), std::string::npos) << out_of_range.message();
 
-  DenseDecodeShape cluster_shape;  // b = 1, h_q = 16: the cluster split, which has no schedule
-  cluster_shape.batch = 1;
-  cluster_shape.s_q = 1;
-  cluster_shape.h_q = 16;
-  cluster_shape.page_size = 64;
-  cluster_shape.max_pages_per_seq = 16;
-  cluster_shape.num_pages = 16;
-  DecodePlan cluster;
-  ASSERT_TRUE(plan_dense_decode(cluster_shape, device, &cluster).is_ok());
+  DecodePlan cluster;  // b = 1, h_q = 16: the cluster split, which has no schedule
+  ASSERT_TRUE(plan_dense_decode(paged_dense_shape(1, 1, 16, 16), device, &cluster).is_ok());
   ASSERT_EQ(cluster.kernel, DecodeKernel::kDenseColumnSplitCluster);
   EXPECT_FALSE(cluster.schedule_in_kernel);
 
