@@ -182,3 +182,19 @@ def test_prefill_shape_plans_both_modes():
     shape.num_pages = 0  # the FP8 cache's pages must be given
     with pytest.raises(ValueError, match="num_pages"):
         _C.plan_sparse_prefill(shape, _C.DeviceInfo(), _C.PlanOptions())
+
+
+def test_schedule_in_kernel_from_32_items_where_its_scratch_fits():
+    # Dense and sparse decode from 32 items up build the split-KV schedule in the attention kernel
+    # (no schedule kernel) while the partition's scratch fits 32 KB; fewer items and big batches keep
+    # the schedule kernel (docs/architecture.md, "The schedule inside the attention kernel").
+    cpu = openmla.DeviceInfo()
+    dense = [openmla.DensePlan(batch=b, s_q=2, h_q=128, num_pages=64, max_pages_per_seq=64, device=cpu)
+             for b in (1, 31, 32, 128, 32768)]
+    assert [p.schedule_in_kernel for p in dense] == [False, False, True, True, False]
+    sparse = openmla.SparsePlan(batch=64, h_q=64, topk=2048, num_pages=64, device=cpu)
+    assert sparse.schedule_in_kernel
+    options = _C.PlanOptions()
+    assert options.schedule_placement == 0
+    options.schedule_placement = 2
+    assert options.schedule_placement == 2
