@@ -53,24 +53,26 @@ struct ScheduleRecord {
   uint64_t plan_fingerprint = 0;    // DecodePlan::fingerprint of the plan it was built for
   const void* workspace = nullptr;  // the workspace it lies in
   const void* lengths = nullptr;    // the device lengths it was built from (null: every item full length)
-  cudaStream_t stream = nullptr;    // the stream its schedule kernel ran on
+  cudaStream_t stream = nullptr;    // the stream its building run ran on
   bool filled = false;              // built by a run that was not being captured
   // A run with this record was captured in a CUDA graph: the graph's replays
   // rewrite the schedule whenever they run, so no eager run reuses it again.
   bool captured = false;
-  // Nonzero: the schedule kernel was captured, in the capture sequence with this
-  // id (cudaStreamGetCaptureInfo), by the last building run. Later runs captured
-  // in the same sequence on the same stream may reuse it: every replay runs that
-  // schedule kernel before them, from the lengths of that replay.
+  // Nonzero: the building run (its schedule kernel, or its attention kernel when
+  // the plan has schedule_in_kernel) was captured, in the capture sequence with
+  // this id (cudaStreamGetCaptureInfo). Later runs captured in the same sequence
+  // on the same stream may reuse it: every replay rebuilds the schedule before
+  // them, from the lengths of that replay.
   unsigned long long capture_id = 0;
 };
 
 enum class ScheduleUse : int32_t {
-  // Launch the schedule kernel (as the runs above do); with a record, note in it
+  // Build the schedule (the schedule kernel, or the attention kernel itself when
+  // plan.schedule_in_kernel), as the runs above do; with a record, note in it
   // what was built (or, under graph capture, mark it captured for good).
   kBuild,
-  // Launch no schedule kernel: attention (+ combine) read the schedule `record`
-  // says the workspace holds. Refused (kInvalidArgument, nothing launched) unless
+  // Build nothing: attention (+ combine) read the schedule `record` says the
+  // workspace holds. Refused (kInvalidArgument, nothing launched) unless
   // the record was built for this plan (same fingerprint), this workspace, this
   // lengths pointer and this stream, and either
   //   - the stream is not capturing, the record was filled by an eager run and

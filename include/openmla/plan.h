@@ -2,7 +2,8 @@
 // SM parts and the exact workspace layout; it never looks at sequence lengths,
 // so one workspace serves every replay of a CUDA graph. The schedule itself is
 // filled from the lengths: on the host (tests, CPU path) by
-// build_schedule_host(), on the GPU by the one-block schedule kernel.
+// build_schedule_host(), on the GPU by the one-block schedule kernel or, for
+// DecodePlan::schedule_in_kernel, by each attention CTA.
 #pragma once
 
 #include <cstddef>
@@ -51,7 +52,7 @@ struct WorkspaceLayout {
 };
 
 // Where item lengths come from (in KV tokens). Host pointer for
-// build_schedule_host(), device pointer for the schedule kernel.
+// build_schedule_host(), device pointer for the GPU schedule.
 //   length(i) = clamp(lengths ? lengths[i / items_per_length] : default_length, 0, max_length)
 struct ItemLengths {
   const int32_t* lengths = nullptr;  // [num_items / items_per_length] or null

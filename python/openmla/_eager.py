@@ -26,13 +26,14 @@ Errors name the public entry and argument the caller used (see `Entry`).
 
 Schedule reuse (decode through a FlashMLA metadata object)
 ----------------------------------------------------------
-A call's first kernel rebuilds the split-KV schedule from its lengths (sparse:
-topk_length; dense: cache_seqlens) into the workspace. FlashMLA builds its schedule once per FlashMLASchedMeta object (on
+A call rebuilds the split-KV schedule from its lengths (sparse: topk_length;
+dense: cache_seqlens) into the workspace: in a schedule kernel, or in the
+attention kernel itself (DecodePlan::schedule_in_kernel). FlashMLA builds its schedule once per FlashMLASchedMeta object (on
 the first call that receives it) and reuses it for every later call with that
 object; an engine makes one object per decode step and passes it to every
 layer, and FlashMLA requires that an object is not reused with other lengths.
 OpenMLA keeps the same contract, more strictly: a call that gets a metadata
-object (`holder`) launches no schedule kernel when that object's workspace
+object (`holder`) builds no schedule when that object's workspace
 holds the schedule of an earlier eager call of this object with
   - the same prepared call (so the same plan: shapes, dtypes, strides, parts),
   - the same workspace tensor and the same current stream,
@@ -43,7 +44,7 @@ and never by an eager call on an object that was once used in a capture
 (replays rebuild the schedule into its workspace at times no eager call can
 see). Under CUDA graph capture, the layers of a step reuse in the same way when
 the building call was captured earlier in the same capture sequence on the same
-stream: every replay then runs that schedule kernel, from that replay's
+stream: every replay then rebuilds the schedule in that call, from that replay's
 lengths, before the layers that reuse it (an engine's decode graph builds once
 per replay, not once per layer). Every other call rebuilds. The C++ run checks
 the plan fingerprint, workspace, lengths pointer, stream and the capture
@@ -224,7 +225,7 @@ def _lengths_version(lengths: Optional[Tensor]):
 
 
 def schedule_use(holder: object, call, workspace: Tensor, lengths: Optional[Tensor], stream: int):
-    """(state, reuse): whether this call may skip the schedule kernel, and the holder's state to update.
+    """(state, reuse): whether this call may skip building the schedule, and the holder's state to update.
 
     When the answer is False, `state` already describes what this call builds; the caller sets
     `state.filled` once the run succeeded (`schedule_built`).
