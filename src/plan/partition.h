@@ -380,8 +380,8 @@ inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
 // its launch then overlaps the attention kernel's own launch and prologue, while
 // the in-kernel build puts the lengths' load and the partition (from a cold
 // instruction cache) before the first K/V load. Measured on the H200
-// (2026-12-03, docs/performance.md, session 31): dense b = 1 1.4-3.5 % slower in
-// the kernel, b = 4 within 1.5 %, b >= 32 up to 2.4 % faster, sparse b >= 64 up to 6.6 %.
+// (2026-12-03, docs/performance.md, session 31): dense b = 1 2.7-8.4 % slower in
+// the kernel, b = 4 within 1.5 %; b >= 32 within noise (dense BF16) to 5.4 % faster.
 inline constexpr int32_t kInKernelScheduleMinItems = 32;
 
 // Lengths entries a schedule reads (0 when every item has the default length).
