@@ -216,10 +216,7 @@ bool choose_schedule_in_kernel(const DecodePlan& plan) {
       (placement == SchedulePlacement::kAutomatic && plan.num_items < plan_detail::kInKernelScheduleMinItems)) {
     return false;
   }
-  ItemLengths lengths = plan.lengths;
-  int32_t present = 0;
-  lengths.lengths = &present;  // any non-null pointer: the count of lengths entries
-  const int32_t num_lengths = plan_detail::schedule_num_lengths(lengths, plan.num_items);
+  const int32_t num_lengths = plan_detail::length_entries(plan.lengths.items_per_length, plan.num_items);
   return plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, num_lengths).total <=
          plan_detail::kInKernelScheduleScratchBytes;
 }

@@ -733,12 +733,10 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
                   .schedule_in_kernel);
   for (int batch : {32, 128, 2000, 4000}) {  // from the minimum up, the rule is the scratch's size
     const DecodePlan plan = dense(batch);
-    ItemLengths lengths = plan.lengths;
-    int32_t any = 0;
-    lengths.lengths = &any;
-    const size_t bytes = plan_detail::schedule_scratch_layout(
-                             plan.num_items, plan.num_parts, plan_detail::schedule_num_lengths(lengths, plan.num_items))
-                             .total;
+    const size_t bytes =
+        plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts,
+                                             plan_detail::length_entries(plan.lengths.items_per_length, plan.num_items))
+            .total;
     EXPECT_EQ(plan.schedule_in_kernel, bytes <= plan_detail::kInKernelScheduleScratchBytes) << "batch " << batch;
   }
   // The attention kernel cannot build what only the schedule kernel builds; out-of-range values.

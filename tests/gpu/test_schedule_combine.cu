@@ -16,6 +16,7 @@
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
 #include "test_util/device_buffer.h"
+#include "test_util/schedule_records.h"
 
 namespace openmla {
 namespace {
@@ -30,18 +31,6 @@ std::vector<int32_t> random_lengths(std::mt19937_64& rng, int count, int max_len
     len = pick == 0 ? 0 : pick == 1 ? 1 : pick == 2 ? max_length : int32_t(rng() % (max_length + 1));
   }
   return lengths;
-}
-
-// Read the device schedule back and compare it with the host one, record by record.
-void expect_same_schedule(const DecodePlan& plan, const uint8_t* device_workspace, const HostSchedule& host) {
-  std::vector<PartWork> parts(static_cast<size_t>(plan.num_parts));
-  std::vector<CombineEntry> combine(static_cast<size_t>(plan.num_parts));
-  ASSERT_CUDA(cudaMemcpy(parts.data(), device_workspace + plan.workspace.parts.offset,
-                         parts.size() * sizeof(PartWork), cudaMemcpyDeviceToHost));
-  ASSERT_CUDA(cudaMemcpy(combine.data(), device_workspace + plan.workspace.combine.offset,
-                         combine.size() * sizeof(CombineEntry), cudaMemcpyDeviceToHost));
-  ASSERT_EQ(std::memcmp(parts.data(), host.parts.data(), parts.size() * sizeof(PartWork)), 0);
-  ASSERT_EQ(std::memcmp(combine.data(), host.combine.data(), combine.size() * sizeof(CombineEntry)), 0);
 }
 
 TEST(ScheduleGpu, DeviceScheduleMatchesHostBytes) {
@@ -91,7 +80,7 @@ TEST(ScheduleGpu, DeviceScheduleMatchesHostBytes) {
     HostSchedule host;
     ASSERT_TRUE(build_schedule_host(plan, host_lengths, &host).is_ok());
     ASSERT_TRUE(check_plan(plan, host_lengths, host).is_ok());
-    expect_same_schedule(plan, workspace.ptr, host);
+    test::expect_workspace_records(plan, workspace.ptr, host);
   }
 }
 
@@ -130,7 +119,7 @@ TEST(ScheduleGpu, GraphReplayRebuildsFromNewLengths) {
     host_lengths.lengths = lengths.data();
     HostSchedule host;
     ASSERT_TRUE(build_schedule_host(plan, host_lengths, &host).is_ok());
-    expect_same_schedule(plan, workspace.ptr, host);
+    test::expect_workspace_records(plan, workspace.ptr, host);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

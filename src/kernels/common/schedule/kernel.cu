@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/common/schedule/launch.h"
+#include "kernels/common/schedule/shared_lengths.cuh"
 #include "kernels/common/shared_memory_limit.h"
 #include "plan/chunk_partition.h"
 #include "plan/partition.h"
@@ -39,10 +40,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     buffers.part_bounds = reinterpret_cast<plan_detail::Bound*>(shared + layout.bounds);
     buffers.part_slots = reinterpret_cast<int32_t*>(shared + layout.slots);
     if (lengths.lengths != nullptr) {  // one coalesced pass over the lengths
-      int32_t* shared_lengths = reinterpret_cast<int32_t*>(shared + layout.lengths);
-      for (int32_t i = thread; i < num_lengths; i += num_threads) shared_lengths[i] = lengths.lengths[i];
-      lengths.lengths = shared_lengths;
-      __syncthreads();
+      lengths.lengths =
+          common::stage_lengths(lengths.lengths, num_lengths, reinterpret_cast<int32_t*>(shared + layout.lengths));
     }
   }
   if (chunk_blocks > 0) {  // batch-invariant plans (plan/chunk_partition.h)

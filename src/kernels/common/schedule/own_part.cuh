@@ -9,17 +9,10 @@
 
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/schedule/part_schedule.h"
+#include "kernels/common/schedule/shared_lengths.cuh"
 #include "plan/partition.h"
 
 namespace openmla::kernels::common {
-
-// The lengths' copy in shared memory: partition_parts walks them in dependent
-// chains, each link ~1 us from global memory after an L2 flush.
-__device__ __forceinline__ const int32_t* stage_lengths(const int32_t* lengths, int32_t num_lengths, int32_t* shared) {
-  for (int32_t i = int32_t(threadIdx.x); i < num_lengths; i += int32_t(blockDim.x)) shared[i] = lengths[i];
-  __syncthreads();
-  return shared;
-}
 
 // A kernel's shared-memory buffer lent to the schedule (own_part's `scratch`).
 template <class Buffer>
