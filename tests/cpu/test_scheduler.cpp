@@ -755,22 +755,13 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   ASSERT_EQ(cluster.kernel, DecodeKernel::kDenseColumnSplitCluster);
   EXPECT_FALSE(cluster.schedule_in_kernel);
 
-  SparseDecodeShape sparse;
-  sparse.batch = 128;
-  sparse.s_q = 2;
-  sparse.h_q = 64;
-  sparse.topk = 2048;
-  sparse.page_size = 64;
-  sparse.num_pages = 4096;
+  const SparseDecodeShape sparse{.batch = 128, .s_q = 2, .h_q = 64, .topk = 2048, .page_size = 64, .num_pages = 4096};
   DecodePlan sparse_plan;
   ASSERT_TRUE(plan_sparse_decode(sparse, device, &sparse_plan).is_ok());
   EXPECT_TRUE(sparse_plan.schedule_in_kernel);
 
-  SparsePrefillShape prefill;  // prefill keeps its schedule kernel (s_q items, up to 131072)
-  prefill.s_q = 62;
-  prefill.s_kv = 4096;
-  prefill.h_q = 64;
-  prefill.topk = 2048;
+  // Prefill keeps its schedule kernel (s_q items, up to 131072).
+  const SparsePrefillShape prefill{.s_q = 62, .h_q = 64, .s_kv = 4096, .topk = 2048};
   DecodePlan prefill_plan;
   ASSERT_TRUE(plan_sparse_prefill(prefill, device, &prefill_plan).is_ok());
   EXPECT_FALSE(prefill_plan.schedule_in_kernel);
