@@ -55,8 +55,9 @@ OPENMLA_HOST_DEVICE int32_t item_num_chunks(int32_t length, int32_t chunk_blocks
 }
 
 // An item's packed scan value: its chunk count, and 1 << 32 when it is split.
+template <class Lengths>
 struct ItemChunksAt {
-  ItemLengths lengths;
+  Lengths lengths;
   int32_t chunk_blocks;
   OPENMLA_HOST_DEVICE int64_t operator()(int i) const {
     const int32_t chunks = item_num_chunks(item_length(lengths, i), chunk_blocks);
@@ -65,7 +66,8 @@ struct ItemChunksAt {
 };
 
 // Size class of item i's last chunk (0: a full chunk; larger: shorter).
-OPENMLA_HOST_DEVICE int last_chunk_class(const ItemLengths& lengths, int32_t item, int32_t chunk_blocks) {
+template <class Lengths>
+OPENMLA_HOST_DEVICE int last_chunk_class(const Lengths& lengths, int32_t item, int32_t chunk_blocks) {
   const int32_t blocks = item_num_blocks(item_length(lengths, item));
   const int32_t last = blocks - (blocks - 1) / chunk_blocks * chunk_blocks;  // in [1, chunk_blocks]
   return (chunk_blocks - last) / ((chunk_blocks + kLastChunkClasses - 1) / kLastChunkClasses);  // < 8
@@ -96,7 +98,8 @@ OPENMLA_HOST_DEVICE uint64_t lanes_total(uint64_t exclusive, uint64_t value) {
 // Stable counting sort of items [0, num_items) by last_chunk_class into
 // order[0, num_items): the 32 lanes of one warp (or one host lane), each
 // sorting a contiguous range of items.
-OPENMLA_HOST_DEVICE void sort_items_by_last_chunk(int32_t num_items, int32_t chunk_blocks, const ItemLengths& lengths,
+template <class Lengths>
+OPENMLA_HOST_DEVICE void sort_items_by_last_chunk(int32_t num_items, int32_t chunk_blocks, const Lengths& lengths,
                                                   int32_t* order, int lane, int num_lanes) {
   const int32_t range = (num_items + num_lanes - 1) / num_lanes;
   const int32_t begin = lane * range < num_items ? lane * range : num_items;
@@ -129,20 +132,21 @@ OPENMLA_HOST_DEVICE void sort_items_by_last_chunk(int32_t num_items, int32_t chu
 // sizes it so), so every chunk gets a part. Uses out.item_prefix and
 // out.part_slots (num_parts + 1 >= num_items entries) as scratch;
 // out.part_bounds is not touched.
+template <class Lengths>
 OPENMLA_HOST_DEVICE void build_chunk_schedule(int32_t num_items, int32_t num_parts, int32_t chunk_blocks,
-                                              const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                              const Lengths& lengths, const ScheduleBuffers& out, int thread,
                                               int num_threads) {
-  const int scan_lanes = num_threads < 32 ? num_threads : 32;
+  const int lanes = scan_lanes(num_threads);
   int32_t* const last_chunk_order = out.part_slots;  // [num_items]
 
   // 1. packed prefix over items (warp 0); 2. the last chunks' order (warp 1,
   // or the same lanes when there is one warp); every combine entry starts empty
-  if (thread < scan_lanes) {
-    lanes_exclusive_scan<int64_t>(num_items, ItemChunksAt{lengths, chunk_blocks}, out.item_prefix, thread, scan_lanes);
+  if (thread < lanes) {
+    lanes_exclusive_scan<int64_t>(num_items, ItemChunksAt<Lengths>{lengths, chunk_blocks}, out.item_prefix, thread, lanes);
   }
-  const int sort_first = num_threads >= 2 * scan_lanes ? scan_lanes : 0;
-  if (thread >= sort_first && thread < sort_first + scan_lanes) {
-    sort_items_by_last_chunk(num_items, chunk_blocks, lengths, last_chunk_order, thread - sort_first, scan_lanes);
+  const int sort_first = num_threads >= 2 * lanes ? lanes : 0;
+  if (thread >= sort_first && thread < sort_first + lanes) {
+    sort_items_by_last_chunk(num_items, chunk_blocks, lengths, last_chunk_order, thread - sort_first, lanes);
   }
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p < num_parts; p += num_threads) out.combine[p] = CombineEntry{-1, -1, 0, 0};

@@ -50,9 +50,29 @@ OPENMLA_HOST_DEVICE int32_t item_length(const ItemLengths& lengths, int32_t item
   return length > lengths.max_length ? lengths.max_length : length;
 }
 
+// The partition reads lengths through a view, by the item_length overloads:
+// ItemLengths as a plan gives them (the host; a schedule kernel whose scratch
+// does not fit shared memory), one entry per item staged in shared memory, or
+// one length for every item (no lengths). Each view gives item_length(ItemLengths)'s
+// values; the device views cost a load or nothing where ItemLengths' lookup costs a
+// division at each of the partition's uses (more code to fetch from a cold cache).
+struct PerItemLengths {
+  const int32_t* lengths;  // [num_items], clamped as item_length(ItemLengths) clamps
+};
+struct UniformLength {
+  int32_t length;  // clamped as item_length(ItemLengths) clamps
+};
+OPENMLA_HOST_DEVICE int32_t item_length(const PerItemLengths& lengths, int32_t item) { return lengths.lengths[item]; }
+OPENMLA_HOST_DEVICE int32_t item_length(const UniformLength& lengths, int32_t) { return lengths.length; }
+
+// The view of lengths without an array (lengths.lengths null): every item's length.
+OPENMLA_HOST_DEVICE UniformLength uniform_length(const ItemLengths& lengths) {
+  return UniformLength{item_length(lengths, 0)};
+}
+
 // An empty item still owns one (empty) block: some part must finalise it.
 OPENMLA_HOST_DEVICE int32_t item_num_blocks(int32_t length) {
-  return length <= 0 ? 1 : (length - 1) / kKvBlockTokens + 1;
+  return length <= 0 ? 1 : int32_t(uint32_t(length - 1) / kKvBlockTokens) + 1;  // unsigned: a shift
 }
 
 OPENMLA_HOST_DEVICE int64_t item_cost(int32_t length) {
@@ -81,7 +101,7 @@ template <class T>
 OPENMLA_HOST_DEVICE T lanes_exclusive_sum(T value, int lane) {
 #if defined(__CUDA_ARCH__)
   T inclusive = value;
-#pragma unroll
+  OPENMLA_ROLLED_LOOP
   for (int offset = 1; offset < 32; offset <<= 1) {
     const T up = __shfl_up_sync(0xffffffffu, inclusive, offset);
     if (lane >= offset) inclusive += up;
@@ -91,6 +111,18 @@ OPENMLA_HOST_DEVICE T lanes_exclusive_sum(T value, int lane) {
   (void)lane;
   (void)value;
   return T(0);
+#endif
+}
+
+// Lanes of the partition's scans: a warp on the device (every block that
+// builds a schedule has one, and a constant 32 makes the scans' chunk division a
+// shift), the calling thread on the host.
+OPENMLA_HOST_DEVICE int scan_lanes(int num_threads) {
+#if defined(__CUDA_ARCH__)
+  (void)num_threads;
+  return 32;
+#else
+  return num_threads < 32 ? num_threads : 32;
 #endif
 }
 
@@ -115,8 +147,9 @@ OPENMLA_HOST_DEVICE void lanes_exclusive_scan(int n, const ValueAt& value_at, T*
   if (lane == num_lanes - 1) out[n] = running;
 }
 
+template <class Lengths>
 struct ItemCostAt {
-  ItemLengths lengths;
+  Lengths lengths;
   OPENMLA_HOST_DEVICE int64_t operator()(int i) const { return item_cost(item_length(lengths, i)); }
 };
 
@@ -165,7 +198,8 @@ struct PartRange {
   int32_t pieces;  // partial slots this part writes
 };
 
-OPENMLA_HOST_DEVICE PartRange describe_part(const Bound* bounds, const ItemLengths& lengths, int32_t p) {
+template <class Lengths>
+OPENMLA_HOST_DEVICE PartRange describe_part(const Bound* bounds, const Lengths& lengths, int32_t p) {
   PartRange range{};
   const Bound begin = bounds[p], end = bounds[p + 1];
   range.begin = begin;
@@ -247,14 +281,15 @@ inline ItemCuts item_cuts(const DecodePlan& plan) {
 // scans run on the first warp, the per-part phases on every thread (one part
 // each when num_threads > num_parts, which keeps the dependent chain short).
 // Writes neither out.parts nor out.combine.
+template <class Lengths>
 OPENMLA_HOST_DEVICE void partition_parts(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemCuts cuts,
-                                         const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                         const Lengths& lengths, const ScheduleBuffers& out, int thread,
                                          int num_threads) {
-  const int scan_lanes = num_threads < 32 ? num_threads : 32;
-  const bool scans = thread < scan_lanes;
+  const int lanes = scan_lanes(num_threads);
+  const bool scans = thread < lanes;
 
   // 1. cost prefix over items
-  if (scans) lanes_exclusive_scan<int64_t>(num_items, ItemCostAt{lengths}, out.item_prefix, thread, scan_lanes);
+  if (scans) lanes_exclusive_scan<int64_t>(num_items, ItemCostAt<Lengths>{lengths}, out.item_prefix, thread, lanes);
   threads_sync();
 
   // 2. part bounds; parts past the active count start (and end) at the end.
@@ -306,7 +341,7 @@ OPENMLA_HOST_DEVICE void partition_parts(int32_t num_items, int32_t num_parts, i
     out.part_slots[p] = range.pieces | (first_piece_item(range) >= 0 ? 1 << kSlotBits : 0);
   }
   threads_sync();
-  if (scans) lanes_exclusive_scan<int32_t>(num_parts, ReadAt{out.part_slots}, out.part_slots, thread, scan_lanes);
+  if (scans) lanes_exclusive_scan<int32_t>(num_parts, ReadAt{out.part_slots}, out.part_slots, thread, lanes);
   threads_sync();
 }
 
@@ -326,7 +361,8 @@ struct PartRecord {
   int32_t entry_index;
 };
 
-OPENMLA_HOST_DEVICE PartRecord part_record(const ScheduleBuffers& out, const ItemLengths& lengths, int32_t num_parts,
+template <class Lengths>
+OPENMLA_HOST_DEVICE PartRecord part_record(const ScheduleBuffers& out, const Lengths& lengths, int32_t num_parts,
                                            int32_t p) {
   const PartRange range = describe_part(out.part_bounds, lengths, p);
   const int32_t slot_prefix = out.part_slots[p] & kSlotMask;
@@ -363,13 +399,14 @@ struct ScheduleScratch {
 
 OPENMLA_HOST_DEVICE size_t scratch_align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
-OPENMLA_HOST_DEVICE ScheduleScratch schedule_scratch_layout(int32_t num_items, int32_t num_parts, int32_t num_lengths) {
+OPENMLA_HOST_DEVICE ScheduleScratch schedule_scratch_layout(int32_t num_items, int32_t num_parts,
+                                                             int32_t staged_lengths) {
   ScheduleScratch layout{};
   layout.prefix = 0;
   layout.bounds = layout.prefix + scratch_align16(sizeof(int64_t) * (size_t(num_items) + 1));
   layout.slots = layout.bounds + scratch_align16(sizeof(Bound) * (size_t(num_parts) + 1));
   layout.lengths = layout.slots + scratch_align16(sizeof(int32_t) * (size_t(num_parts) + 1));
-  layout.total = layout.lengths + scratch_align16(sizeof(int32_t) * size_t(num_lengths));
+  layout.total = layout.lengths + scratch_align16(sizeof(int32_t) * size_t(staged_lengths));
   return layout;
 }
 
@@ -384,20 +421,17 @@ inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
 // the kernel, b = 4 within 1.5 %; b >= 32 within noise (dense BF16) to 5.4 % faster.
 inline constexpr int32_t kInKernelScheduleMinItems = 32;
 
-// Lengths entries for num_items items, items_per_length of them sharing one.
-OPENMLA_HOST_DEVICE int32_t length_entries(int32_t items_per_length, int32_t num_items) {
-  return (num_items + items_per_length - 1) / items_per_length;
-}
-
-// Lengths entries a schedule reads (0 when every item has the default length).
-OPENMLA_HOST_DEVICE int32_t schedule_num_lengths(const ItemLengths& lengths, int32_t num_items) {
-  return lengths.lengths == nullptr ? 0 : length_entries(lengths.items_per_length, num_items);
+// Lengths a device schedule stages in its scratch: one per item (PerItemLengths),
+// none when every item has the default length.
+OPENMLA_HOST_DEVICE int32_t schedule_staged_lengths(const ItemLengths& lengths, int32_t num_items) {
+  return lengths.lengths == nullptr ? 0 : num_items;
 }
 
 // Build the whole schedule (partition_parts, then every part's records); the
 // combine entries past the split items are empty. Same threads as partition_parts.
+template <class Lengths>
 OPENMLA_HOST_DEVICE void build_schedule(int32_t num_items, int32_t num_parts, int32_t min_part_cost, ItemCuts cuts,
-                                        const ItemLengths& lengths, const ScheduleBuffers& out, int thread,
+                                        const Lengths& lengths, const ScheduleBuffers& out, int thread,
                                         int num_threads) {
   partition_parts(num_items, num_parts, min_part_cost, cuts, lengths, out, thread, num_threads);
   const int32_t entries = combine_entry_count(out, num_parts);

@@ -207,7 +207,7 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
 }
 
 // DecodePlan::schedule_in_kernel: decode plans of the default mode whose
-// partition scratch fits the attention kernels' loan (lengths assumed present),
+// partition scratch fits the attention kernels' loan (a staged length per item assumed),
 // from kInKernelScheduleMinItems items up unless the options place it.
 bool choose_schedule_in_kernel(const DecodePlan& plan) {
   const SchedulePlacement placement = plan.options.schedule_placement;
@@ -216,8 +216,7 @@ bool choose_schedule_in_kernel(const DecodePlan& plan) {
       (placement == SchedulePlacement::kAutomatic && plan.num_items < plan_detail::kInKernelScheduleMinItems)) {
     return false;
   }
-  const int32_t num_lengths = plan_detail::length_entries(plan.lengths.items_per_length, plan.num_items);
-  return plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, num_lengths).total <=
+  return plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, /*staged_lengths=*/plan.num_items).total <=
          plan_detail::kInKernelScheduleScratchBytes;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "openmla/plan.h"
+#include "plan/chunk_partition.h"
 #include "plan/partition.h"
 
 namespace openmla {
@@ -693,6 +694,75 @@ TEST(InKernelSchedule, PartByPartRecordsMatchTheWholeSchedule) {
   }
 }
 
+// The schedule the host builds through one of the partition's length views
+// (what a device block builds from its staged copy: plan/partition.h).
+template <class Lengths>
+HostSchedule schedule_through(const DecodePlan& plan, const Lengths& lengths) {
+  std::vector<int64_t> prefix(size_t(plan.num_items) + 1);
+  std::vector<plan_detail::Bound> bounds(size_t(plan.num_parts) + 1);
+  std::vector<int32_t> slots(size_t(plan.num_parts) + 1);
+  HostSchedule schedule;
+  schedule.parts.assign(size_t(plan.num_parts), PartWork{});
+  schedule.combine.assign(size_t(plan.num_parts), CombineEntry{});
+  const plan_detail::ScheduleBuffers buffers{schedule.parts.data(), schedule.combine.data(), prefix.data(),
+                                             bounds.data(), slots.data()};
+  if (plan.chunk_blocks > 0) {
+    plan_detail::build_chunk_schedule(plan.num_items, plan.num_parts, plan.chunk_blocks, lengths, buffers, 0, 1);
+  } else {
+    plan_detail::build_schedule(plan.num_items, plan.num_parts, plan.min_part_cost, plan_detail::item_cuts(plan),
+                                lengths, buffers, 0, 1);
+  }
+  return schedule;
+}
+
+void expect_same_bytes(const HostSchedule& a, const HostSchedule& b, int trial) {
+  ASSERT_EQ(a.parts.size(), b.parts.size());
+  EXPECT_EQ(std::memcmp(a.parts.data(), b.parts.data(), a.parts.size() * sizeof(PartWork)), 0) << "trial " << trial;
+  EXPECT_EQ(std::memcmp(a.combine.data(), b.combine.data(), a.combine.size() * sizeof(CombineEntry)), 0)
+      << "trial " << trial;
+}
+
+// Device blocks read the lengths staged one per item (PerItemLengths), or one
+// length for all items when the call has none (UniformLength); both views must
+// give the bytes the planner's ItemLengths give, for every schedule kind
+// (split-KV, whole items, batch-invariant chunks) and out-of-range lengths.
+TEST(InKernelSchedule, StagedAndUniformLengthViewsGiveTheSameSchedule) {
+  std::mt19937_64 rng(32);
+  for (int trial = 0; trial < 600; ++trial) {
+    DecodePlan plan;
+    PlanOptions options;
+    if (trial % 5 == 0) options.batch_invariant = true;
+    else if (trial % 5 == 1) options.min_parts = 1 + int(rng() % 200);
+    Status planned;
+    if (trial % 2 == 0) {
+      options.cluster_split = 1;  // the split-KV schedule, not in-kernel clusters
+      DenseDecodeShape shape = random_dense_shape(rng, log_uniform(rng, 1, 200000));
+      shape.batch = log_uniform(rng, 1, 3000);
+      planned = plan_dense_decode(shape, DeviceInfo{}, &plan, options);
+    } else {
+      SparseDecodeShape shape = random_sparse_shape(rng);
+      shape.batch = log_uniform(rng, 1, 1500);
+      planned = plan_sparse_decode(shape, DeviceInfo{}, &plan, options);
+    }
+    if (!planned.is_ok() || plan.num_parts < 1) continue;  // e.g. a batch-invariant plan over its part limit
+    std::vector<int32_t> lengths = random_lengths(rng, plan.num_items, plan.lengths.max_length + 50);
+    if (trial % 3 == 0) lengths[rng() % lengths.size()] = -int32_t(rng() % 1000) - 1;  // clamped to 0
+    ItemLengths item_lengths = plan.lengths;
+    item_lengths.lengths = lengths.data();
+    HostSchedule reference;
+    ASSERT_TRUE(build_schedule_host(plan, item_lengths, &reference).is_ok());
+    std::vector<int32_t> staged(size_t(plan.num_items));
+    for (int32_t i = 0; i < plan.num_items; ++i) staged[size_t(i)] = plan_detail::item_length(item_lengths, i);
+    expect_same_bytes(schedule_through(plan, plan_detail::PerItemLengths{staged.data()}), reference, trial);
+
+    ItemLengths none = plan.lengths;  // every item the default length
+    none.lengths = nullptr;
+    HostSchedule uniform_reference;
+    ASSERT_TRUE(build_schedule_host(plan, none, &uniform_reference).is_ok());
+    expect_same_bytes(schedule_through(plan, plan_detail::uniform_length(none)), uniform_reference, trial);
+  }
+}
+
 // A dense shape of 64-token pages, `pages` of them per request.
 DenseDecodeShape paged_dense_shape(int batch, int s_q, int h_q, int pages) {
   DenseDecodeShape shape;
@@ -734,9 +804,7 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   for (int batch : {32, 128, 2000, 4000}) {  // from the minimum up, the rule is the scratch's size
     const DecodePlan plan = dense(batch);
     const size_t bytes =
-        plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts,
-                                             plan_detail::length_entries(plan.lengths.items_per_length, plan.num_items))
-            .total;
+        plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, /*staged_lengths=*/plan.num_items).total;
     EXPECT_EQ(plan.schedule_in_kernel, bytes <= plan_detail::kInKernelScheduleScratchBytes) << "batch " << batch;
   }
   // The attention kernel cannot build what only the schedule kernel builds; out-of-range values.

@@ -22,28 +22,14 @@ __device__ __forceinline__ uint8_t* schedule_scratch(Buffer& buffer) {
   return reinterpret_cast<uint8_t*>(&buffer);
 }
 
-// Builds the schedule in `scratch` (all threads of the CTA) and writes this
-// CTA's part record to the workspace, where own_part reads it (every q-group's
-// CTA of a part writes the same bytes). q-group 0's CTA also writes the entries
-// the combine reads: its split item's, and an empty one past the split items.
-// NOTE: out of line, so that a kernel reading its part (a schedule kernel ran, or the
-// call reuses a schedule) runs no further from the start of its code: inlined, the
-// partition's ~18 KB of SASS sat between the prologue and the main loop, and those
-// calls ran 1-3 us slower at b = 1 (cold instruction cache). static: one copy per
-// translation unit (no host-side symbol clashes between the instantiation files).
-static __device__ __noinline__ void build_own_part(const PartSchedule& schedule, uint8_t* scratch) {
+// partition_parts in `scratch` (all threads of the CTA), then this CTA's part
+// record to the workspace, where own_part reads it (every q-group's CTA of a
+// part writes the same bytes). q-group 0's CTA also writes the entries the
+// combine reads: its split item's, and an empty one past the split items.
+template <class Lengths>
+__device__ __forceinline__ void build_part_records(const PartSchedule& schedule, const Lengths& lengths,
+                                                   const plan_detail::ScheduleBuffers& buffers) {
   const int32_t part = int32_t(blockIdx.y);
-  // The host admitted the plan only if this layout fits (DecodePlan::schedule_in_kernel).
-  ItemLengths lengths = schedule.lengths;
-  const int32_t num_lengths = plan_detail::schedule_num_lengths(lengths, schedule.num_items);
-  const plan_detail::ScheduleScratch layout =
-      plan_detail::schedule_scratch_layout(schedule.num_items, schedule.num_parts, num_lengths);
-  if (lengths.lengths != nullptr) {
-    lengths.lengths = stage_lengths(lengths.lengths, num_lengths, reinterpret_cast<int32_t*>(scratch + layout.lengths));
-  }
-  const plan_detail::ScheduleBuffers buffers{nullptr, nullptr, reinterpret_cast<int64_t*>(scratch + layout.prefix),
-                                             reinterpret_cast<plan_detail::Bound*>(scratch + layout.bounds),
-                                             reinterpret_cast<int32_t*>(scratch + layout.slots)};
   plan_detail::partition_parts(schedule.num_items, schedule.num_parts, schedule.min_part_cost, schedule.cuts, lengths,
                                buffers, int(threadIdx.x), int(blockDim.x));  // ends with a barrier
   if (threadIdx.x == 0) {
@@ -55,6 +41,31 @@ static __device__ __noinline__ void build_own_part(const PartSchedule& schedule,
         schedule.combine[part] = plan_detail::empty_combine_entry();
       }
     }
+  }
+}
+
+// Builds the schedule from the lengths, staged one per item, or from the one
+// length every item has (no lengths: sparse decode without topk_length), whose
+// partition compiles to about half the code.
+// NOTE: out of line, so that a kernel reading its part (a schedule kernel ran, or the
+// call reuses a schedule) runs no further from the start of its code: inlined, the
+// partition's ~18 KB of SASS sat between the prologue and the main loop, and those
+// calls ran 1-3 us slower at b = 1 (cold instruction cache). static: one copy per
+// translation unit (no host-side symbol clashes between the instantiation files).
+static __device__ __noinline__ void build_own_part(const PartSchedule& schedule, uint8_t* scratch) {
+  // The host admitted the plan only if this layout fits (DecodePlan::schedule_in_kernel).
+  const int32_t staged = plan_detail::schedule_staged_lengths(schedule.lengths, schedule.num_items);
+  const plan_detail::ScheduleScratch layout =
+      plan_detail::schedule_scratch_layout(schedule.num_items, schedule.num_parts, staged);
+  const plan_detail::ScheduleBuffers buffers{nullptr, nullptr, reinterpret_cast<int64_t*>(scratch + layout.prefix),
+                                             reinterpret_cast<plan_detail::Bound*>(scratch + layout.bounds),
+                                             reinterpret_cast<int32_t*>(scratch + layout.slots)};
+  if (schedule.lengths.lengths == nullptr) {
+    build_part_records(schedule, plan_detail::uniform_length(schedule.lengths), buffers);
+  } else {
+    const plan_detail::PerItemLengths lengths = stage_item_lengths(
+        schedule.lengths, schedule.num_items, reinterpret_cast<int32_t*>(scratch + layout.lengths));
+    build_part_records(schedule, lengths, buffers);
   }
   __syncthreads();  // the record is visible to the CTA; the scratch is free again
 }
