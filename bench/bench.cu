@@ -52,6 +52,7 @@ constexpr const char* kUsage =
     "  --no-flush             do not flush L2 between timed runs (diagnosis only)\n"
     "  --min-part-cost BLOCKS planner option: least work per SM part\n"
     "  --cluster-split C      planner option, dense: 0 auto, 1 never, 2/4/8 always\n"
+    "  --schedule-placement P planner option, decode: 0 auto, 1 schedule kernel, 2 attention kernel\n"
     "  --gather-ceiling       also measure the row-gather ceilings (random rows by index, as the\n"
     "                         sparse kernels read them) and report them beside copy and GEMM\n";
 
@@ -780,6 +781,9 @@ int main(int argc, char** argv) {
     else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (arg == "--min-part-cost" && i + 1 < argc) g_plan_options.min_part_cost = std::atoi(argv[++i]);
     else if (arg == "--cluster-split" && i + 1 < argc) g_plan_options.cluster_split = std::atoi(argv[++i]);
+    else if (arg == "--schedule-placement" && i + 1 < argc) {
+      g_plan_options.schedule_placement = static_cast<openmla::SchedulePlacement>(std::atoi(argv[++i]));
+    }
     else if (arg == "--batch-invariant-pairs") {
       for (const DenseCase& c : batch_invariant_dense_pairs()) custom_dense.push_back(c);
       for (const SparseCase& c : batch_invariant_sparse_pairs()) custom_sparse.push_back(c);

@@ -22,7 +22,7 @@ dense FP8 kernel (`vllm_flashmla_fp8`, needs VLLM_FP8_EXT) on the same inputs, c
 Every case also checks that the libraries agree (rel-L2 of the outputs, where both ran).
 
 usage: python3 bench/compare.py [--groups dense_long,sparse,...] [--filter TEXT] [--iters N]
-                                [--json FILE] [--commit REV]
+                                [--json FILE] [--commit REV] [--schedule-placement 0|1|2]
 Charts: python3 bench/plot.py FILE.json (a roofline and per-case bars, peers beside OpenMLA).
 speed = peer time / OpenMLA time (> 1: OpenMLA is faster).
 """
@@ -147,6 +147,13 @@ def import_or_none(name):
 
 
 openmla = import_or_none("openmla")
+# PlanOptions.schedule_placement of OpenMLA's dense and sparse decode plans (--schedule-placement).
+SCHEDULE_PLACEMENT = 0
+
+
+def placement_kwargs() -> dict:
+    # Passed only when asked for, so that builds before the keyword (A/B against an older main) still run.
+    return {"schedule_placement": SCHEDULE_PLACEMENT} if SCHEDULE_PLACEMENT else {}
 flash_mla = import_or_none("flash_mla")
 vllm_fp8 = import_or_none("vllm_flashmla_fp8")
 
@@ -154,7 +161,8 @@ vllm_fp8 = import_or_none("vllm_flashmla_fp8")
 def openmla_dense(x, max_parts=0):
     if openmla is None:
         return None
-    plan = openmla.DensePlan.for_tensors(x["q"], x["kv"], x["block_table"], max_parts=max_parts)
+    plan = openmla.DensePlan.for_tensors(x["q"], x["kv"], x["block_table"], max_parts=max_parts,
+                                         **placement_kwargs())
     workspace = plan.alloc_workspace()
     kwargs = {}
     if x["dtype"] == torch.float8_e4m3fn:
@@ -185,7 +193,7 @@ def fork_dense_fp8(x):
 def openmla_sparse(x):
     if openmla is None:
         return None
-    plan = openmla.SparsePlan.for_tensors(x["q"], x["cache"], x["indices"])
+    plan = openmla.SparsePlan.for_tensors(x["q"], x["cache"], x["indices"], **placement_kwargs())
     workspace = plan.alloc_workspace()
     return lambda: openmla.sparse_decode(x["q"], x["cache"], x["indices"], plan=plan, workspace=workspace)
 
@@ -513,13 +521,18 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--json", default="")
     parser.add_argument("--commit", default="", help="commit to record (default: git rev-parse of the checkout)")
+    parser.add_argument("--schedule-placement", type=int, default=0, choices=(0, 1, 2),
+                        help="OpenMLA decode plans: 0 the planner's choice, 1 a schedule kernel, 2 the attention kernel")
     args = parser.parse_args()
+    global SCHEDULE_PLACEMENT
+    SCHEDULE_PLACEMENT = args.schedule_placement
     if not torch.cuda.is_available():
         print("compare.py: no CUDA device", file=sys.stderr)
         return 2
     groups = set(args.groups.split(","))
     cases = [c for c in build_cases() if c.group in groups and args.filter in c.name]
     info = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "iters": args.iters,
+            "schedule_placement": args.schedule_placement,
             "commit": args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                                     text=True).stdout.strip(), **ceilings()}
     print("# " + json.dumps(info), flush=True)

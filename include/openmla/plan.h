@@ -98,7 +98,7 @@ const char* decode_kernel_name(DecodeKernel kernel);
 // of the cluster split have none; sparse prefill and the batch-invariant mode
 // always use the schedule kernel and refuse kAttentionKernel).
 enum class SchedulePlacement : int32_t {
-  kAutomatic = 0,   // the attention kernel from kInKernelScheduleMinItems items up, where its scratch fits
+  kAutomatic = 0,   // the attention kernel from 6 items up (dense) or 2 (sparse decode), where its scratch fits
   kScheduleKernel,  // always a schedule kernel before the attention kernel
   kAttentionKernel, // the attention kernel wherever its scratch fits (else the schedule kernel)
 };
@@ -165,8 +165,9 @@ struct DecodePlan {
   // Dense and sparse decode in the default mode, when the partition's scratch
   // (plan_detail::schedule_scratch_layout) fits kInKernelScheduleScratchBytes
   // (about 2500 items at 132 parts) and, unless options.schedule_placement asks
-  // for it, the call has at least kInKernelScheduleMinItems items. Never the
-  // cluster split (no schedule).
+  // for it, the call has at least 6 items (dense) or 2 (sparse decode;
+  // plan_detail::kInKernelScheduleMin*Items, measured). Never the cluster split
+  // (no schedule).
   bool schedule_in_kernel = false;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;

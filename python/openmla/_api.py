@@ -28,8 +28,9 @@ def _stream_context(stream: Optional[torch.cuda.Stream]):
     return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
-def _plan_ints(plan) -> Tuple[int, int, int]:
-    return (plan.num_sms, plan.max_parts, plan.min_parts) if plan is not None else (0, 0, 0)
+def _plan_ints(plan) -> Tuple[int, int, int, int]:
+    """What a run re-plans from: (num_sms, max_parts, min_parts, schedule_placement)."""
+    return (plan.num_sms, plan.max_parts, plan.min_parts, plan.schedule_placement) if plan is not None else (0, 0, 0, 0)
 
 
 def _batch_invariant_arg(entry: str, plan, batch_invariant) -> bool:
@@ -83,15 +84,15 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
         if eager:
             _check_plan_once(plan, q, kv_cache, block_table, d_v)
     batch_invariant = _batch_invariant_arg("dense_decode", plan, batch_invariant)
-    num_sms, max_parts, min_parts = _plan_ints(plan)
+    num_sms, max_parts, min_parts, placement = _plan_ints(plan)
     with _stream_context(stream):  # outputs are allocated on the stream that uses them
         if eager:
             return _eager.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
                                        float(softmax_scale), bool(causal), int(d_v), num_sms, max_parts,
-                                       min_parts, batch_invariant=batch_invariant)
+                                       min_parts, batch_invariant=batch_invariant, schedule_placement=placement)
         return torch.ops.openmla.dense_decode(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
                                               float(softmax_scale), bool(causal), d_v, num_sms, max_parts,
-                                              min_parts, batch_invariant)
+                                              min_parts, batch_invariant, placement)
 
 
 def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optional[SparsePlan] = None,
@@ -116,15 +117,15 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, *, plan: Optiona
         if eager:
             _check_plan_once(plan, q, kv_cache, indices, d_v)
     batch_invariant = _batch_invariant_arg("sparse_decode", plan, batch_invariant)
-    num_sms, max_parts, min_parts = _plan_ints(plan)
+    num_sms, max_parts, min_parts, placement = _plan_ints(plan)
     with _stream_context(stream):  # outputs are allocated on the stream that uses them
         if eager:
             return _eager.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
                                         float(softmax_scale), int(d_v), num_sms, max_parts, min_parts,
-                                        batch_invariant=batch_invariant)
+                                        batch_invariant=batch_invariant, schedule_placement=placement)
         return torch.ops.openmla.sparse_decode(q, kv_cache, indices, workspace, topk_length, attn_sink,
                                                float(softmax_scale), d_v, num_sms, max_parts, min_parts,
-                                               batch_invariant)
+                                               batch_invariant, placement)
 
 
 def sparse_prefill(q: Tensor, kv: Tensor, indices: Tensor, *, softmax_scale: Optional[float] = None,

@@ -339,7 +339,7 @@ def _optional_key(t: Optional[Tensor]):
 
 
 def dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v, num_sms,
-              max_parts, min_parts, batch_invariant=False) -> tuple:
+              max_parts, min_parts, batch_invariant=False, schedule_placement=0) -> tuple:
     """Everything a dense preparation reads (see the module docstring)."""
     return (q.shape, q.stride(), q.dtype, q.device,
             kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.device,
@@ -347,16 +347,16 @@ def dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, s
             seqlens.shape, seqlens.stride(), seqlens.dtype, seqlens.device,
             _optional_key(q_scale), _optional_key(kv_scale),
             None if workspace is None else (workspace.is_contiguous(), workspace.device, workspace.dtype),
-            softmax_scale, causal, d_v, num_sms, max_parts, min_parts, batch_invariant)
+            softmax_scale, causal, d_v, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
 
 
 def _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
-                   d_v, num_sms, max_parts, min_parts, entry: Entry, batch_invariant=False):
+                   d_v, num_sms, max_parts, min_parts, entry: Entry, batch_invariant=False, schedule_placement=0):
     _check_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("block_table", block_table), ("seqlens", seqlens),
                            ("workspace", workspace), ("q_scale", q_scale), ("kv_scale", kv_scale)), d_v)
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     device = q.device
-    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant)
+    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
     try:
         # Shapes checked (arguments named) before any output is allocated from them.
         shape = _C.dense_decode_shape(ref(q), ref(kv_cache), ref(block_table), d_v)
@@ -381,7 +381,7 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
                  q_scale: Optional[Tensor], kv_scale: Optional[Tensor], softmax_scale: float, causal: bool, d_v: int,
                  num_sms: int, max_parts: int, min_parts: int, stream: Optional[torch.cuda.Stream] = None,
                  entry: Entry = DENSE, holder: object = None, slot: str = "", batch_invariant: bool = False,
-                 reuse_schedule: bool = False):
+                 reuse_schedule: bool = False, schedule_placement: int = 0):
     """out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] fp32: the custom op's result, without the dispatcher.
 
     With workspace None, `holder.<slot>` (when given) keeps the workspace from call to call; else one is
@@ -391,7 +391,7 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     """
     try:
         key = dense_key(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal, d_v,
-                        num_sms, max_parts, min_parts, batch_invariant)
+                        num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
     except AttributeError:
         _check_are_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("block_table", block_table),
                                    ("seqlens", seqlens)),
@@ -400,7 +400,8 @@ def dense_decode(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tens
     prepared = _dense_calls.get(key)
     if prepared is None:
         prepared = _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale,
-                                  softmax_scale, causal, d_v, num_sms, max_parts, min_parts, entry, batch_invariant)
+                                  softmax_scale, causal, d_v, num_sms, max_parts, min_parts, entry, batch_invariant,
+                                  schedule_placement)
     call, device, index, out_shape, out_dtype, lse_shape, cpu_workspace_bytes = prepared
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
     lse = torch.empty(lse_shape, dtype=_FLOAT32, device=device)
@@ -437,22 +438,22 @@ def _run_dense_scheduled(call, q, kv_cache, block_table, seqlens, out, lse, q_sc
 # Sparse decode
 # ---------------------------------------------------------------------------
 def sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms, max_parts,
-               min_parts, batch_invariant=False) -> tuple:
+               min_parts, batch_invariant=False, schedule_placement=0) -> tuple:
     """Everything a sparse preparation reads (see the module docstring)."""
     return (q.shape, q.stride(), q.dtype, q.device,
             kv_cache.shape, kv_cache.stride(), kv_cache.dtype, kv_cache.device,
             indices.shape, indices.stride(), indices.dtype, indices.device,
             _optional_key(topk_length), _optional_key(attn_sink),
             None if workspace is None else (workspace.is_contiguous(), workspace.device, workspace.dtype),
-            softmax_scale, d_v, num_sms, max_parts, min_parts, batch_invariant)
+            softmax_scale, d_v, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
 
 
 def _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
-                    max_parts, min_parts, entry: Entry, batch_invariant=False):
+                    max_parts, min_parts, entry: Entry, batch_invariant=False, schedule_placement=0):
     _check_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("indices", indices), ("workspace", workspace),
                            ("topk_length", topk_length), ("attn_sink", attn_sink)), d_v)
     device = q.device
-    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant)
+    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
     try:
         # Shapes checked (arguments named) before any output is allocated from them.
         shape = _C.sparse_decode_shape(ref(q), ref(kv_cache), ref(indices), d_v)
@@ -476,11 +477,12 @@ def _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink
 def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optional[Tensor],
                   topk_length: Optional[Tensor], attn_sink: Optional[Tensor], softmax_scale: float, d_v: int,
                   num_sms: int, max_parts: int, min_parts: int, stream: Optional[torch.cuda.Stream] = None,
-                  entry: Entry = SPARSE, holder: object = None, slot: str = "", batch_invariant: bool = False):
+                  entry: Entry = SPARSE, holder: object = None, slot: str = "", batch_invariant: bool = False,
+                  schedule_placement: int = 0):
     """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32, without the dispatcher."""
     try:
         key = sparse_key(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
-                         max_parts, min_parts, batch_invariant)
+                         max_parts, min_parts, batch_invariant, schedule_placement)
     except AttributeError:
         _check_are_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("indices", indices)),
                            (("workspace", workspace), ("topk_length", topk_length), ("attn_sink", attn_sink)))
@@ -488,7 +490,7 @@ def sparse_decode(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optio
     prepared = _sparse_calls.get(key)
     if prepared is None:
         prepared = _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v,
-                                   num_sms, max_parts, min_parts, entry, batch_invariant)
+                                   num_sms, max_parts, min_parts, entry, batch_invariant, schedule_placement)
     call, device, index, out_shape, lse_shape, cpu_workspace_bytes = prepared
     out = torch.empty(out_shape, dtype=torch.bfloat16, device=device)
     lse = torch.empty(lse_shape, dtype=_FLOAT32, device=device)

@@ -5,7 +5,8 @@ tensors: the kernels, on torch's current stream) and a fake one that only
 produces output shapes, so the ops trace under torch.compile and are captured
 into CUDA graphs like any other torch op.
 
-Plans travel as plain ints (num_sms, max_parts, min_parts): planning is a pure
+Plans travel as plain values (num_sms, max_parts, min_parts, batch_invariant,
+schedule_placement): planning is a pure
 function of shapes, so the implementation rebuilds the same plan from the
 tensors. The workspace is an argument the op writes (mutates_args); when it is
 None the op allocates one from torch's allocator (stream-ordered, and from the
@@ -57,7 +58,8 @@ def _check_prefill_devices(q, kv, indices, topk_length, attn_sink):
 def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: Tensor,
                     workspace: Optional[Tensor], q_scale: Optional[Tensor], kv_scale: Optional[Tensor],
                     softmax_scale: float, causal: bool, d_v: int, num_sms: int, max_parts: int,
-                    min_parts: int, batch_invariant: bool = False) -> Tuple[Tensor, Tensor]:
+                    min_parts: int, batch_invariant: bool = False,
+                    schedule_placement: int = 0) -> Tuple[Tensor, Tensor]:
     """out [batch, s_q, h_q, d_v], lse [batch, h_q, s_q] fp32 (natural log; +inf for an empty row)."""
     _check_dense_devices(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale)
     check_d_v("dense_decode", d_v)
@@ -67,7 +69,7 @@ def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: T
     b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=_dense_out_dtype(q.dtype), device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
     if q.device.type == "cpu":
         _C.dense_decode(q_ref, kv_ref, table_ref, ref(seqlens), ref(out), ref(lse), ref_or_none(q_scale),
                         ref_or_none(kv_scale), softmax_scale, causal, info, options, ref_or_none(workspace), 0)
@@ -84,7 +86,7 @@ def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: T
 
 @dense_decode_op.register_fake
 def _dense_decode_fake(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale, softmax_scale, causal,
-                       d_v, num_sms, max_parts, min_parts, batch_invariant=False):
+                       d_v, num_sms, max_parts, min_parts, batch_invariant=False, schedule_placement=0):
     _check_dense_devices(q, kv_cache, block_table, seqlens, workspace, q_scale, kv_scale)
     check_d_v("dense_decode", d_v)
     b, s_q, h_q = _leading(q, 4, 3)
@@ -100,7 +102,7 @@ def _dense_decode_fake(q, kv_cache, block_table, seqlens, workspace, q_scale, kv
 def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Optional[Tensor],
                      topk_length: Optional[Tensor], attn_sink: Optional[Tensor], softmax_scale: float, d_v: int,
                      num_sms: int, max_parts: int, min_parts: int,
-                     batch_invariant: bool = False) -> Tuple[Tensor, Tensor]:
+                     batch_invariant: bool = False, schedule_placement: int = 0) -> Tuple[Tensor, Tensor]:
     """out [batch, s_q, h_q, d_v] bf16, lse [batch, h_q, s_q] fp32."""
     _check_sparse_devices(q, kv_cache, indices, workspace, topk_length, attn_sink)
     check_d_v("sparse_decode", d_v)
@@ -110,7 +112,7 @@ def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Op
     b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
     if q.device.type == "cpu":
         _C.sparse_decode(q_ref, kv_ref, indices_ref, ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
                          ref(lse), softmax_scale, info, options, ref_or_none(workspace), 0)
@@ -126,7 +128,7 @@ def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Op
 
 @sparse_decode_op.register_fake
 def _sparse_decode_fake(q, kv_cache, indices, workspace, topk_length, attn_sink, softmax_scale, d_v, num_sms,
-                        max_parts, min_parts, batch_invariant=False):
+                        max_parts, min_parts, batch_invariant=False, schedule_placement=0):
     _check_sparse_devices(q, kv_cache, indices, workspace, topk_length, attn_sink)
     check_d_v("sparse_decode", d_v)
     b, s_q, h_q = _leading(q, 4, 3)

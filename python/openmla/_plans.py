@@ -80,18 +80,29 @@ def device_info(device: DeviceLike = None, num_sms: int = 0) -> "_C.DeviceInfo":
     return info
 
 
-def plan_options(max_parts: int = 0, min_parts: int = 0, batch_invariant: bool = False) -> "_C.PlanOptions":
+# PlanOptions.schedule_placement: where the split-KV schedule is built (include/openmla/plan.h).
+SCHEDULE_PLACEMENTS = {0: "automatic", 1: "schedule kernel", 2: "attention kernel"}
+
+
+def plan_options(max_parts: int = 0, min_parts: int = 0, batch_invariant: bool = False,
+                 schedule_placement: int = 0) -> "_C.PlanOptions":
     options = _C.PlanOptions()
     options.max_parts, options.min_parts = max_parts, min_parts
     options.batch_invariant = bool(batch_invariant)
+    if isinstance(schedule_placement, bool) or not isinstance(schedule_placement, int) or \
+            schedule_placement not in SCHEDULE_PLACEMENTS:
+        raise ValueError(f"argument 'schedule_placement' must be one of {sorted(SCHEDULE_PLACEMENTS)} "
+                         f"({', '.join(f'{k}: {v}' for k, v in SCHEDULE_PLACEMENTS.items())}): "
+                         f"got {schedule_placement!r}")
+    options.schedule_placement = schedule_placement
     return options
 
 
 @functools.lru_cache(maxsize=256)
 def run_config(device: torch.device, num_sms: int, max_parts: int, min_parts: int,
-               batch_invariant: bool = False) -> tuple:
+               batch_invariant: bool = False, schedule_placement: int = 0) -> tuple:
     """(DeviceInfo, PlanOptions) for a run on `device`; cached, so callers must not modify them."""
-    return device_info(device, num_sms), plan_options(max_parts, min_parts, batch_invariant)
+    return device_info(device, num_sms), plan_options(max_parts, min_parts, batch_invariant, schedule_placement)
 
 
 def _dtype_enum(dtype: torch.dtype) -> "_C.DType":
@@ -142,30 +153,33 @@ class _Plan:
         # Batch-invariant mode (docs/batch_invariance.md): each request's out and
         # LSE do not depend on the rest of the batch.
         self.batch_invariant = bool(options.batch_invariant)
+        self.schedule_placement = int(options.schedule_placement)
 
     # The family's planner and tensor-shape reader (set by each subclass).
     _plan_fn = None   # _C.plan_*_decode(shape, DeviceInfo, PlanOptions)
     _shape_fn = None  # _C.*_decode_shape(q, cache, table_or_indices, d_v)
 
     def _init_from_shape(self, shape, device: DeviceLike, max_parts: int, min_parts: int,
-                         batch_invariant: bool = False) -> None:
+                         batch_invariant: bool = False, schedule_placement: int = 0) -> None:
         if not isinstance(device, _C.DeviceInfo):
             _as_torch_device(device, type(self).__name__)  # names a missing CUDA device for this entry
-        info, options = device_info(device), plan_options(max_parts, min_parts, batch_invariant)
+        info = device_info(device)
+        options = plan_options(max_parts, min_parts, batch_invariant, schedule_placement)
         self.shape = shape
         _Plan.__init__(self, type(self)._plan_fn(shape, info, options), info, options, _plan_device(device))
 
     @classmethod
     def for_tensors(cls, q: torch.Tensor, kv_cache: torch.Tensor, index: torch.Tensor, /, *,
                     d_v: int = _C.HEAD_DIM_V, device: DeviceLike = None, max_parts: int = 0,
-                    min_parts: int = 0, batch_invariant: bool = False) -> "_Plan":
+                    min_parts: int = 0, batch_invariant: bool = False, schedule_placement: int = 0) -> "_Plan":
         """The plan for these tensors' shapes (their values are not read).
 
         index: block_table [batch, max_pages_per_seq] (dense) or indices [batch, s_q, topk] (sparse).
         """
         plan = cls.__new__(cls)
         shape = cls._shape_fn(ref(q), ref(kv_cache), ref(index), d_v)
-        plan._init_from_shape(shape, q.device if device is None else device, max_parts, min_parts, batch_invariant)
+        plan._init_from_shape(shape, q.device if device is None else device, max_parts, min_parts, batch_invariant,
+                              schedule_placement)
         return plan
 
     def check_tensors(self, q: torch.Tensor, kv_cache: torch.Tensor, index: torch.Tensor, d_v: int) -> None:
@@ -176,7 +190,7 @@ class _Plan:
 
     @property
     def options(self) -> "_C.PlanOptions":
-        return plan_options(self.max_parts, self.min_parts, self.batch_invariant)
+        return plan_options(self.max_parts, self.min_parts, self.batch_invariant, self.schedule_placement)
 
     @property
     def workspace_bytes(self) -> int:
@@ -229,7 +243,10 @@ class DensePlan(_Plan):
     index, or an explicit DeviceInfo. max_parts / min_parts clamp the number of
     SM parts (1 forces the no-split path). batch_invariant: every request's out
     and LSE are bitwise the same whatever else is in the batch
-    (docs/batch_invariance.md; not with max_parts / min_parts).
+    (docs/batch_invariance.md; not with max_parts / min_parts). schedule_placement:
+    where a call builds the split-KV schedule: 0 the planner's choice, 1 a schedule
+    kernel before the attention kernel, 2 the attention kernel itself (refused with
+    batch_invariant); see `schedule_in_kernel`.
     """
 
     _entry = "dense_decode"
@@ -239,20 +256,20 @@ class DensePlan(_Plan):
     def __init__(self, *, batch: int, h_q: int, num_pages: int, max_pages_per_seq: int, s_q: int = 1,
                  h_kv: int = 1, page_size: int = 64, d_qk: int = _C.HEAD_DIM_QK, d_v: int = _C.HEAD_DIM_V,
                  dtype: torch.dtype = torch.bfloat16, device: DeviceLike = None, max_parts: int = 0,
-                 min_parts: int = 0, batch_invariant: bool = False):
+                 min_parts: int = 0, batch_invariant: bool = False, schedule_placement: int = 0):
         shape = _C.DenseDecodeShape()
         _set_sizes("plan_dense_decode", shape, batch=batch, s_q=s_q, h_q=h_q, h_kv=h_kv, d_qk=d_qk, d_v=d_v,
                    page_size=page_size, num_pages=num_pages, max_pages_per_seq=max_pages_per_seq)
         shape.q_dtype = shape.kv_dtype = _dtype_enum(dtype)
         shape.out_dtype = _C.DType.bf16 if dtype == torch.float8_e4m3fn else shape.q_dtype
-        self._init_from_shape(shape, device, max_parts, min_parts, batch_invariant)
+        self._init_from_shape(shape, device, max_parts, min_parts, batch_invariant, schedule_placement)
 
 
 class SparsePlan(_Plan):
     """Plan for sparse decode over the 656-byte FP8 cache (DeepSeek-V3.2).
 
     Shapes: q [batch, s_q, h_q, 576] bf16, kv_cache [num_pages, page_size, 1, 656]
-    bytes, indices [batch, s_q, topk] int32. batch_invariant: as for DensePlan.
+    bytes, indices [batch, s_q, topk] int32. batch_invariant, schedule_placement: as for DensePlan.
     """
 
     _entry = "sparse_decode"
@@ -262,9 +279,9 @@ class SparsePlan(_Plan):
     def __init__(self, *, batch: int, h_q: int, topk: int, num_pages: int, s_q: int = 1,
                  page_size: int = 64, d_qk: int = _C.HEAD_DIM_QK, d_v: int = _C.HEAD_DIM_V,
                  device: DeviceLike = None, max_parts: int = 0, min_parts: int = 0,
-                 batch_invariant: bool = False):
+                 batch_invariant: bool = False, schedule_placement: int = 0):
         shape = _C.SparseDecodeShape()
         _set_sizes("plan_sparse_decode", shape, batch=batch, s_q=s_q, h_q=h_q, topk=topk, d_qk=d_qk, d_v=d_v,
                    page_size=page_size, num_pages=num_pages)
-        self._init_from_shape(shape, device, max_parts, min_parts, batch_invariant)
+        self._init_from_shape(shape, device, max_parts, min_parts, batch_invariant, schedule_placement)
 

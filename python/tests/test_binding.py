@@ -184,16 +184,28 @@ def test_prefill_shape_plans_both_modes():
         _C.plan_sparse_prefill(shape, _C.DeviceInfo(), _C.PlanOptions())
 
 
-def test_schedule_in_kernel_from_32_items_where_its_scratch_fits():
-    # Dense and sparse decode from 32 items up build the split-KV schedule in the attention kernel
-    # (no schedule kernel) while the partition's scratch fits 32 KB; fewer items and big batches keep
-    # the schedule kernel (docs/architecture.md, "The schedule inside the attention kernel").
+def test_schedule_in_kernel_from_a_few_items_where_its_scratch_fits():
+    # Dense decode from 6 items up and sparse decode from 2 build the split-KV schedule in the attention
+    # kernel (no schedule kernel) while the partition's scratch fits 32 KB; fewer items and big batches
+    # keep the schedule kernel (docs/architecture.md, "The schedule inside the attention kernel").
     cpu = openmla.DeviceInfo()
-    dense = [openmla.DensePlan(batch=b, s_q=2, h_q=128, num_pages=64, max_pages_per_seq=64, device=cpu)
-             for b in (1, 31, 32, 128, 32768)]
+    dense = [openmla.DensePlan(batch=b, s_q=1, h_q=128, num_pages=64, max_pages_per_seq=64, device=cpu)
+             for b in (1, 5, 6, 128, 32768)]  # s_q = 1 at h_q = 128: no cluster split at these batches
     assert [p.schedule_in_kernel for p in dense] == [False, False, True, True, False]
-    sparse = openmla.SparsePlan(batch=64, h_q=64, topk=2048, num_pages=64, device=cpu)
-    assert sparse.schedule_in_kernel
+    sparse = [openmla.SparsePlan(batch=b, s_q=s_q, h_q=64, topk=2048, num_pages=64, device=cpu)
+              for b, s_q in ((1, 1), (1, 2), (2, 1), (64, 1))]
+    assert [p.schedule_in_kernel for p in sparse] == [False, True, True, True]
+    # The plan's placement is kept and travels with every run (re-planned from the plan's values).
+    forced = openmla.DensePlan(batch=1, s_q=2, h_q=128, num_pages=64, max_pages_per_seq=64, device=cpu,
+                               schedule_placement=2)
+    assert forced.schedule_in_kernel and forced.schedule_placement == 2
+    assert forced.options.schedule_placement == 2
+    kernel = openmla.SparsePlan(batch=64, h_q=64, topk=2048, num_pages=64, device=cpu, schedule_placement=1)
+    assert not kernel.schedule_in_kernel
+    for bad in (3, -1, True, 1.0, "2"):
+        with pytest.raises(ValueError, match="schedule_placement"):
+            openmla.DensePlan(batch=1, h_q=128, num_pages=64, max_pages_per_seq=64, device=cpu,
+                              schedule_placement=bad)
     options = _C.PlanOptions()
     assert options.schedule_placement == 0
     options.schedule_placement = 2

@@ -52,22 +52,22 @@ OPENMLA_HOST_DEVICE int32_t item_length(const ItemLengths& lengths, int32_t item
 
 // The partition reads lengths through a view, by the item_length overloads:
 // ItemLengths as a plan gives them (the host; a schedule kernel whose scratch
-// does not fit shared memory), one entry per item staged in shared memory, or
-// one length for every item (no lengths). Each view gives item_length(ItemLengths)'s
-// values; the device views cost a load or nothing where ItemLengths' lookup costs a
-// division at each of the partition's uses (more code to fetch from a cold cache).
-struct PerItemLengths {
-  const int32_t* lengths;  // [num_items], clamped as item_length(ItemLengths) clamps
+// does not fit shared memory), or StagedLengths, a device block's copy: one
+// clamped length per item in shared memory, or one length for every item when
+// the call has none. Both give item_length(ItemLengths)'s values; StagedLengths
+// costs a load where ItemLengths' lookup costs a division at each of the
+// partition's uses (more code, and longer dependent chains).
+struct StagedLengths {
+  const int32_t* per_item;  // [num_items], clamped as item_length(ItemLengths) clamps; null: `uniform` for all
+  int32_t uniform;
 };
-struct UniformLength {
-  int32_t length;  // clamped as item_length(ItemLengths) clamps
-};
-OPENMLA_HOST_DEVICE int32_t item_length(const PerItemLengths& lengths, int32_t item) { return lengths.lengths[item]; }
-OPENMLA_HOST_DEVICE int32_t item_length(const UniformLength& lengths, int32_t) { return lengths.length; }
+OPENMLA_HOST_DEVICE int32_t item_length(const StagedLengths& lengths, int32_t item) {
+  return lengths.per_item != nullptr ? lengths.per_item[item] : lengths.uniform;
+}
 
 // The view of lengths without an array (lengths.lengths null): every item's length.
-OPENMLA_HOST_DEVICE UniformLength uniform_length(const ItemLengths& lengths) {
-  return UniformLength{item_length(lengths, 0)};
+OPENMLA_HOST_DEVICE StagedLengths uniform_lengths(const ItemLengths& lengths) {
+  return StagedLengths{nullptr, item_length(lengths, 0)};
 }
 
 // An empty item still owns one (empty) block: some part must finalise it.
@@ -415,13 +415,17 @@ OPENMLA_HOST_DEVICE ScheduleScratch schedule_scratch_layout(int32_t num_items, i
 inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
 // Fewer items keep the schedule kernel by default (SchedulePlacement::kAutomatic):
 // its launch then overlaps the attention kernel's own launch and prologue, while
-// the in-kernel build puts the lengths' load and the partition (from a cold
-// instruction cache) before the first K/V load. Measured on the H200
-// (2026-12-03, docs/performance.md, session 31): dense b = 1 2.7-8.4 % slower in
-// the kernel, b = 4 within 1.5 %; b >= 32 within noise (dense BF16) to 5.4 % faster.
-inline constexpr int32_t kInKernelScheduleMinItems = 32;
+// the in-kernel build puts the lengths' load and the partition before the first
+// K/V load. Measured on the H200 with the partition compiled for a staged length
+// per item or one length for all (2026-12-03, docs/performance.md, session 32;
+// graph replays, s_k = 1024 / topk 2048, in-kernel against the schedule kernel):
+// dense b = 1 -8 to +1.4 %, b = 4 -5.6 to +1.3 %, b = 6 0 to +3.6 %, b = 8 +1 to
+// +10 %, b = 12-16 up to +21 %; sparse (no lengths) 1 item -5.7 % (h_q 64) / +9 %
+// (h_q 128), 2 items -1.6 / +16 %, 4 and more +10 to +18 %.
+inline constexpr int32_t kInKernelScheduleMinDenseItems = 6;
+inline constexpr int32_t kInKernelScheduleMinSparseItems = 2;
 
-// Lengths a device schedule stages in its scratch: one per item (PerItemLengths),
+// Lengths a device schedule stages in its scratch: one per item (StagedLengths),
 // none when every item has the default length.
 OPENMLA_HOST_DEVICE int32_t schedule_staged_lengths(const ItemLengths& lengths, int32_t num_items) {
   return lengths.lengths == nullptr ? 0 : num_items;

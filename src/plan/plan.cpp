@@ -208,12 +208,15 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
 
 // DecodePlan::schedule_in_kernel: decode plans of the default mode whose
 // partition scratch fits the attention kernels' loan (a staged length per item assumed),
-// from kInKernelScheduleMinItems items up unless the options place it.
+// from the family's least item count up (kInKernelScheduleMin*Items) unless the
+// options place it.
 bool choose_schedule_in_kernel(const DecodePlan& plan) {
   const SchedulePlacement placement = plan.options.schedule_placement;
+  const int32_t min_items = plan.family == PlanFamily::kSparseDecode ? plan_detail::kInKernelScheduleMinSparseItems
+                                                                     : plan_detail::kInKernelScheduleMinDenseItems;
   if (plan.family == PlanFamily::kSparsePrefill || plan.chunk_blocks > 0 ||
       plan.kernel == DecodeKernel::kDenseColumnSplitCluster || placement == SchedulePlacement::kScheduleKernel ||
-      (placement == SchedulePlacement::kAutomatic && plan.num_items < plan_detail::kInKernelScheduleMinItems)) {
+      (placement == SchedulePlacement::kAutomatic && plan.num_items < min_items)) {
     return false;
   }
   return plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, /*staged_lengths=*/plan.num_items).total <=

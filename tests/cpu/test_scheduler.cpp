@@ -722,8 +722,8 @@ void expect_same_bytes(const HostSchedule& a, const HostSchedule& b, int trial) 
       << "trial " << trial;
 }
 
-// Device blocks read the lengths staged one per item (PerItemLengths), or one
-// length for all items when the call has none (UniformLength); both views must
+// Device blocks read the lengths staged one per item (StagedLengths), or one
+// length for all items when the call has none (uniform_lengths); both views must
 // give the bytes the planner's ItemLengths give, for every schedule kind
 // (split-KV, whole items, batch-invariant chunks) and out-of-range lengths.
 TEST(InKernelSchedule, StagedAndUniformLengthViewsGiveTheSameSchedule) {
@@ -753,13 +753,13 @@ TEST(InKernelSchedule, StagedAndUniformLengthViewsGiveTheSameSchedule) {
     ASSERT_TRUE(build_schedule_host(plan, item_lengths, &reference).is_ok());
     std::vector<int32_t> staged(size_t(plan.num_items));
     for (int32_t i = 0; i < plan.num_items; ++i) staged[size_t(i)] = plan_detail::item_length(item_lengths, i);
-    expect_same_bytes(schedule_through(plan, plan_detail::PerItemLengths{staged.data()}), reference, trial);
+    expect_same_bytes(schedule_through(plan, plan_detail::StagedLengths{staged.data(), 0}), reference, trial);
 
     ItemLengths none = plan.lengths;  // every item the default length
     none.lengths = nullptr;
     HostSchedule uniform_reference;
     ASSERT_TRUE(build_schedule_host(plan, none, &uniform_reference).is_ok());
-    expect_same_bytes(schedule_through(plan, plan_detail::uniform_length(none)), uniform_reference, trial);
+    expect_same_bytes(schedule_through(plan, plan_detail::uniform_lengths(none)), uniform_reference, trial);
   }
 }
 
@@ -778,7 +778,8 @@ DenseDecodeShape paged_dense_shape(int batch, int s_q, int h_q, int pages) {
 TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   const DeviceInfo device{};
   auto dense_status = [&](int batch, PlanOptions options, DecodePlan* plan) {
-    // s_q 2 at h_q 128: four q-groups, never a cluster split
+    // s_q 2 at h_q 128: four q-groups; never the cluster split (which has no schedule)
+    options.cluster_split = 1;
     return plan_dense_decode(paged_dense_shape(batch, 2, 128, 64), device, plan, options);
   };
   auto dense = [&](int batch, PlanOptions options = {}) {
@@ -788,9 +789,9 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   };
   const PlanOptions in_kernel{.schedule_placement = SchedulePlacement::kAttentionKernel};
   const PlanOptions schedule_kernel{.schedule_placement = SchedulePlacement::kScheduleKernel};
-  EXPECT_FALSE(dense(1).schedule_in_kernel);  // under kInKernelScheduleMinItems
-  EXPECT_FALSE(dense(plan_detail::kInKernelScheduleMinItems - 1).schedule_in_kernel);
-  EXPECT_TRUE(dense(plan_detail::kInKernelScheduleMinItems).schedule_in_kernel);
+  EXPECT_FALSE(dense(1).schedule_in_kernel);  // under kInKernelScheduleMinDenseItems
+  EXPECT_FALSE(dense(plan_detail::kInKernelScheduleMinDenseItems - 1).schedule_in_kernel);
+  EXPECT_TRUE(dense(plan_detail::kInKernelScheduleMinDenseItems).schedule_in_kernel);
   EXPECT_TRUE(dense(1, in_kernel).schedule_in_kernel);
   EXPECT_TRUE(dense(128).schedule_in_kernel);
   EXPECT_TRUE(dense(2000).schedule_in_kernel);
@@ -827,6 +828,17 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   DecodePlan sparse_plan;
   ASSERT_TRUE(plan_sparse_decode(sparse, device, &sparse_plan).is_ok());
   EXPECT_TRUE(sparse_plan.schedule_in_kernel);
+  // Sparse decode's items are (request, query token) pairs; its threshold is its own.
+  for (const int batch : {1, 2}) {
+    for (const int s_q : {1, 2}) {
+      SparseDecodeShape small = sparse;
+      small.batch = batch;
+      small.s_q = s_q;
+      ASSERT_TRUE(plan_sparse_decode(small, device, &sparse_plan).is_ok());
+      EXPECT_EQ(sparse_plan.schedule_in_kernel, batch * s_q >= plan_detail::kInKernelScheduleMinSparseItems)
+          << "batch " << batch << " s_q " << s_q;
+    }
+  }
 
   // Prefill keeps its schedule kernel (s_q items, up to 131072).
   const SparsePrefillShape prefill{.s_q = 62, .h_q = 64, .s_kv = 4096, .topk = 2048};

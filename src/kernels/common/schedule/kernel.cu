@@ -47,7 +47,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   buffers.item_prefix = reinterpret_cast<int64_t*>(shared + layout.prefix);
   buffers.part_bounds = reinterpret_cast<plan_detail::Bound*>(shared + layout.bounds);
   buffers.part_slots = reinterpret_cast<int32_t*>(shared + layout.slots);
-  if (lengths.lengths == nullptr) return build(plan_detail::uniform_length(lengths));
   // one coalesced pass over the lengths
   build(common::stage_item_lengths(lengths, num_items, reinterpret_cast<int32_t*>(shared + layout.lengths)));
 }

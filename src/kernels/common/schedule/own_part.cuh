@@ -45,13 +45,14 @@ __device__ __forceinline__ void build_part_records(const PartSchedule& schedule,
 }
 
 // Builds the schedule from the lengths, staged one per item, or from the one
-// length every item has (no lengths: sparse decode without topk_length), whose
-// partition compiles to about half the code.
+// length every item has (no lengths: sparse decode without topk_length).
 // NOTE: out of line, so that a kernel reading its part (a schedule kernel ran, or the
 // call reuses a schedule) runs no further from the start of its code: inlined, the
 // partition's ~18 KB of SASS sat between the prologue and the main loop, and those
 // calls ran 1-3 us slower at b = 1 (cold instruction cache). static: one copy per
 // translation unit (no host-side symbol clashes between the instantiation files).
+// One instantiation for both kinds of lengths: two (one per view) made ptxas
+// spill in the callers' main loops (dense d576 column split, 32 B).
 static __device__ __noinline__ void build_own_part(const PartSchedule& schedule, uint8_t* scratch) {
   // The host admitted the plan only if this layout fits (DecodePlan::schedule_in_kernel).
   const int32_t staged = plan_detail::schedule_staged_lengths(schedule.lengths, schedule.num_items);
@@ -60,13 +61,9 @@ static __device__ __noinline__ void build_own_part(const PartSchedule& schedule,
   const plan_detail::ScheduleBuffers buffers{nullptr, nullptr, reinterpret_cast<int64_t*>(scratch + layout.prefix),
                                              reinterpret_cast<plan_detail::Bound*>(scratch + layout.bounds),
                                              reinterpret_cast<int32_t*>(scratch + layout.slots)};
-  if (schedule.lengths.lengths == nullptr) {
-    build_part_records(schedule, plan_detail::uniform_length(schedule.lengths), buffers);
-  } else {
-    const plan_detail::PerItemLengths lengths = stage_item_lengths(
-        schedule.lengths, schedule.num_items, reinterpret_cast<int32_t*>(scratch + layout.lengths));
-    build_part_records(schedule, lengths, buffers);
-  }
+  const plan_detail::StagedLengths lengths = stage_item_lengths(
+      schedule.lengths, schedule.num_items, reinterpret_cast<int32_t*>(scratch + layout.lengths));
+  build_part_records(schedule, lengths, buffers);
   __syncthreads();  // the record is visible to the CTA; the scratch is free again
 }
 

@@ -10,17 +10,19 @@
 
 namespace openmla::kernels::common {
 
-// One clamped length per item into `shared` ([num_items]), so the partition's
-// lookups are plain loads (plan_detail::PerItemLengths). Every thread of the
-// block calls it; `lengths.lengths` is not null.
-__device__ __forceinline__ plan_detail::PerItemLengths stage_item_lengths(const ItemLengths& lengths, int32_t num_items,
-                                                                          int32_t* shared) {
+// The lengths a block's partition reads (plan_detail::StagedLengths): one
+// clamped length per item copied into `shared` ([num_items]), so its lookups are
+// plain loads, or the one length of every item when `lengths` has no array.
+// Every thread of the block calls it.
+__device__ __forceinline__ plan_detail::StagedLengths stage_item_lengths(const ItemLengths& lengths, int32_t num_items,
+                                                                         int32_t* shared) {
+  if (lengths.lengths == nullptr) return plan_detail::uniform_lengths(lengths);
   OPENMLA_ROLLED_LOOP
   for (int32_t i = int32_t(threadIdx.x); i < num_items; i += int32_t(blockDim.x)) {
     shared[i] = plan_detail::item_length(lengths, i);
   }
   __syncthreads();
-  return plan_detail::PerItemLengths{shared};
+  return plan_detail::StagedLengths{shared, 0};
 }
 
 }  // namespace openmla::kernels::common
