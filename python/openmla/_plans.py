@@ -85,15 +85,15 @@ SCHEDULE_PLACEMENTS = {0: "automatic", 1: "schedule kernel", 2: "attention kerne
 
 
 def plan_options(max_parts: int = 0, min_parts: int = 0, batch_invariant: bool = False,
-                 schedule_placement: int = 0) -> "_C.PlanOptions":
+                 schedule_placement: int = 0, entry: str = "PlanOptions") -> "_C.PlanOptions":
     options = _C.PlanOptions()
     options.max_parts, options.min_parts = max_parts, min_parts
     options.batch_invariant = bool(batch_invariant)
     if isinstance(schedule_placement, bool) or not isinstance(schedule_placement, int) or \
             schedule_placement not in SCHEDULE_PLACEMENTS:
-        raise ValueError(f"argument 'schedule_placement' must be one of {sorted(SCHEDULE_PLACEMENTS)} "
-                         f"({', '.join(f'{k}: {v}' for k, v in SCHEDULE_PLACEMENTS.items())}): "
-                         f"got {schedule_placement!r}")
+        raise ValueError(f"{entry}: argument 'schedule_placement' is not a placement: got "
+                         f"schedule_placement = {schedule_placement!r}, expected one of "
+                         f"{', '.join(f'{k} ({v})' for k, v in SCHEDULE_PLACEMENTS.items())}")
     options.schedule_placement = schedule_placement
     return options
 
@@ -164,7 +164,7 @@ class _Plan:
         if not isinstance(device, _C.DeviceInfo):
             _as_torch_device(device, type(self).__name__)  # names a missing CUDA device for this entry
         info = device_info(device)
-        options = plan_options(max_parts, min_parts, batch_invariant, schedule_placement)
+        options = plan_options(max_parts, min_parts, batch_invariant, schedule_placement, type(self).__name__)
         self.shape = shape
         _Plan.__init__(self, type(self)._plan_fn(shape, info, options), info, options, _plan_device(device))
 
