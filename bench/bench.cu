@@ -53,6 +53,7 @@ constexpr const char* kUsage =
     "  --min-part-cost BLOCKS planner option: least work per SM part\n"
     "  --cluster-split C      planner option, dense: 0 auto, 1 never, 2/4/8 always\n"
     "  --schedule-placement P planner option, decode: 0 auto, 1 schedule kernel, 2 attention kernel\n"
+    "                         (batch-invariant cases keep 0: their schedule is the schedule kernel's)\n"
     "  --gather-ceiling       also measure the row-gather ceilings (random rows by index, as the\n"
     "                         sparse kernels read them) and report them beside copy and GEMM\n";
 
@@ -348,6 +349,9 @@ openmla::PlanOptions plan_options_for(int invariant) {
   if (invariant > 0) {
     options.batch_invariant = true;
     options.chunk_blocks = invariant - 1;
+    // The batch-invariant mode builds its schedule in the schedule kernel only (the planner refuses
+    // --schedule-placement 2 there): its cases run the planner's choice.
+    options.schedule_placement = openmla::SchedulePlacement::kAutomatic;
   }
   return options;
 }

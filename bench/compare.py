@@ -522,7 +522,9 @@ def main() -> int:
     parser.add_argument("--json", default="")
     parser.add_argument("--commit", default="", help="commit to record (default: git rev-parse of the checkout)")
     parser.add_argument("--schedule-placement", type=int, default=0, choices=(0, 1, 2),
-                        help="OpenMLA decode plans: 0 the planner's choice, 1 a schedule kernel, 2 the attention kernel")
+                        help="OpenMLA's dense and sparse decode plans: 0 the planner's choice, 1 a schedule kernel, "
+                             "2 the attention kernel (engine_step, through openmla.flash_mla, and prefill always "
+                             "run the planner's choice)")
     args = parser.parse_args()
     global SCHEDULE_PLACEMENT
     SCHEDULE_PLACEMENT = args.schedule_placement

@@ -89,12 +89,15 @@ def plan_options(max_parts: int = 0, min_parts: int = 0, batch_invariant: bool =
     options = _C.PlanOptions()
     options.max_parts, options.min_parts = max_parts, min_parts
     options.batch_invariant = bool(batch_invariant)
-    if isinstance(schedule_placement, bool) or not isinstance(schedule_placement, int) or \
-            schedule_placement not in SCHEDULE_PLACEMENTS:
+    try:
+        placement = None if isinstance(schedule_placement, bool) else operator.index(schedule_placement)
+    except TypeError:
+        placement = None
+    if placement not in SCHEDULE_PLACEMENTS:
         raise ValueError(f"{entry}: argument 'schedule_placement' is not a placement: got "
                          f"schedule_placement = {schedule_placement!r}, expected one of "
                          f"{', '.join(f'{k} ({v})' for k, v in SCHEDULE_PLACEMENTS.items())}")
-    options.schedule_placement = schedule_placement
+    options.schedule_placement = placement
     return options
 
 
@@ -232,7 +235,8 @@ class _Plan:
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(device={self.device}, num_parts={self.num_parts}, "
-                f"num_slots={self.num_slots}, workspace_bytes={self.workspace_bytes})")
+                f"num_slots={self.num_slots}, workspace_bytes={self.workspace_bytes}, "
+                f"schedule_in_kernel={self.schedule_in_kernel})")
 
 
 class DensePlan(_Plan):

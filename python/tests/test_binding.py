@@ -201,7 +201,10 @@ def test_schedule_in_kernel_from_a_few_items_where_its_scratch_fits():
     assert forced.schedule_in_kernel and forced.schedule_placement == 2
     assert forced.options.schedule_placement == 2
     kernel = openmla.SparsePlan(batch=64, h_q=64, topk=2048, num_pages=64, device=cpu, schedule_placement=1)
-    assert not kernel.schedule_in_kernel
+    assert not kernel.schedule_in_kernel and "schedule_in_kernel=False" in repr(kernel)
+    numpy = pytest.importorskip("numpy")  # integer-likes are taken, as for the sizes
+    assert openmla.SparsePlan(batch=64, h_q=64, topk=2048, num_pages=64, device=cpu,
+                              schedule_placement=numpy.int64(2)).schedule_placement == 2
     for bad in (3, -1, True, 1.0, "2"):
         with pytest.raises(ValueError, match=r"^DensePlan: argument 'schedule_placement' is not a placement: got "):
             openmla.DensePlan(batch=1, h_q=128, num_pages=64, max_pages_per_seq=64, device=cpu,

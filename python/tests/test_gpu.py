@@ -66,13 +66,14 @@ def test_dense_split_and_no_split(options):
 
 
 def test_schedule_placement_travels_and_gives_the_same_bits():
-    # The plan's schedule_placement reaches the run (eager and through torch.ops): the schedule built by a
-    # schedule kernel and by the attention kernel is the same, so out and lse are bitwise equal.
-    x = make_dense_inputs([3000, 50, 700, 1, 0, 64, 900], h_q=16, s_q=2, page_size=64, device="cuda")
-    plans = [openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table, schedule_placement=p) for p in (1, 2)]
-    assert [p.schedule_in_kernel for p in plans] == [False, True]
+    # The plan's schedule_placement reaches the run (eager and through torch.ops; test_ops.py checks the
+    # re-plan's argument on the CPU): a schedule kernel and the attention kernel build the same schedule,
+    # so out and lse are bitwise equal. One request: the automatic placement is the schedule kernel there.
+    x = make_dense_inputs([3000], h_q=16, s_q=2, page_size=64, device="cuda")
+    plans = [openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table, schedule_placement=p) for p in (0, 1, 2)]
+    assert [p.schedule_in_kernel for p in plans] == [False, False, True]
     results = [openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=p, workspace=p.alloc_workspace(),
-                                    causal=True) for p in plans]
+                                    causal=True) for p in plans[1:]]
     results.append(torch.ops.openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, None, None, None,
                                                   default_scale(), True, 512, 0, 0, 0, False, 2))
     torch.cuda.synchronize()
@@ -81,15 +82,18 @@ def test_schedule_placement_travels_and_gives_the_same_bits():
     out_ref, lse_ref = dense_decode_ref(x.q, x.kv_cache, x.block_table, x.seqlens, default_scale(), True)
     assert_attention_close(*results[0], out_ref, lse_ref)
 
-    b, s_q, h_q, topk, pages = 3, 1, 64, 256, 8
+    b, s_q, h_q, topk, pages = 1, 1, 64, 256, 8  # one item: the automatic placement is the schedule kernel
     cache = quantize_sparse_tokens(torch.randn(pages * 64, 576)).reshape(pages, 64, 1, TOKEN_BYTES).cuda()
     q = torch.randn(b, s_q, h_q, 576, device="cuda").bfloat16()
     indices = random_indices((b, s_q, topk), pages * 64).cuda()
-    plans = [openmla.SparsePlan.for_tensors(q, cache, indices, schedule_placement=p) for p in (1, 2)]
-    assert [p.schedule_in_kernel for p in plans] == [False, True]
-    results = [openmla.sparse_decode(q, cache, indices, plan=p) for p in plans]
+    plans = [openmla.SparsePlan.for_tensors(q, cache, indices, schedule_placement=p) for p in (0, 1, 2)]
+    assert [p.schedule_in_kernel for p in plans] == [False, False, True]
+    results = [openmla.sparse_decode(q, cache, indices, plan=p) for p in plans[1:]]
+    results.append(torch.ops.openmla.sparse_decode(q, cache, indices, None, None, None, default_scale(), 512, 0, 0, 0,
+                                                   False, 2))
     torch.cuda.synchronize()
-    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    for out, lse in results[1:]:
+        assert torch.equal(out, results[0][0]) and torch.equal(lse, results[0][1])
     out_ref, lse_ref = sparse_decode_ref(q, cache, indices, default_scale())
     assert_attention_close(*results[0], out_ref, lse_ref)
 

@@ -27,6 +27,39 @@ def test_ops_registered_with_schemas():
     assert "-> (Tensor, Tensor, Tensor)" in str(torch.ops.openmla.sparse_prefill.default._schema)
 
 
+def test_schedule_placement_reaches_every_run(monkeypatch):
+    # A plan's schedule_placement is what its runs re-plan with: eager calls (openmla.dense_decode /
+    # sparse_decode) and the custom ops, whose trailing argument carries it.
+    from openmla import _eager, _ops
+    seen = []
+
+    def record_placement(module):
+        real = module.run_config
+
+        def run_config(device, num_sms, max_parts, min_parts, batch_invariant=False, schedule_placement=0):
+            seen.append(schedule_placement)
+            return real(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
+        monkeypatch.setattr(module, "run_config", run_config)
+
+    record_placement(_eager)
+    record_placement(_ops)
+    _eager._dense_calls.clear()  # a prepared call would skip the re-plan
+    _eager._sparse_calls.clear()
+    x = make_dense_inputs([100, 7], h_q=16)
+    plan = openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table, device=openmla.DeviceInfo(),
+                                         schedule_placement=2)
+    openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=plan)
+    torch.ops.openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, None, None, None, 0.1, False, 512,
+                                   0, 0, 0, False, 1)
+    q, cache, indices = _sparse_inputs()
+    sparse_plan = openmla.SparsePlan.for_tensors(q, cache, indices, device=openmla.DeviceInfo(), schedule_placement=1)
+    openmla.sparse_decode(q, cache, indices, plan=sparse_plan)
+    torch.ops.openmla.sparse_decode(q, cache, indices, None, None, None, 0.1, 512, 0, 0, 0, False, 2)
+    assert seen == [2, 1, 1, 2]
+    schema = str(torch.ops.openmla.dense_decode.default._schema)
+    assert schema.split("->")[0].rstrip(") ").endswith("schedule_placement=0")
+
+
 def test_fake_dense_shapes_and_dtypes():
     with FakeTensorMode():
         q = torch.empty(4, 2, 128, 576, dtype=torch.bfloat16, device="cuda" if torch.cuda.is_available() else "cpu")

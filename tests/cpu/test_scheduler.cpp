@@ -802,7 +802,7 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   EXPECT_FALSE(dense(128, PlanOptions{.batch_invariant = true}).schedule_in_kernel);
   EXPECT_TRUE(dense(2, PlanOptions{.min_parts = 100, .schedule_placement = SchedulePlacement::kAttentionKernel})
                   .schedule_in_kernel);
-  for (int batch : {32, 128, 2000, 4000}) {  // from the minimum up, the rule is the scratch's size
+  for (int batch : {6, 32, 128, 2000, 4000}) {  // from the least item count up, the rule is the scratch's size
     const DecodePlan plan = dense(batch);
     const size_t bytes =
         plan_detail::schedule_scratch_layout(plan.num_items, plan.num_parts, /*staged_lengths=*/plan.num_items).total;
