@@ -24,6 +24,7 @@ Every case also checks that the libraries agree (rel-L2 of the outputs, where bo
 usage: python3 bench/compare.py [--groups dense_long,sparse,...] [--filter TEXT] [--iters N]
                                 [--json FILE] [--commit REV] [--schedule-placement 0|1|2]
 Charts: python3 bench/plot.py FILE.json (a roofline and per-case bars, peers beside OpenMLA).
+A/B of two builds (runs of each, alternating): python3 bench/ab_compare.py --new A1.json A2.json --old B1.json B2.json
 speed = peer time / OpenMLA time (> 1: OpenMLA is faster).
 """
 
