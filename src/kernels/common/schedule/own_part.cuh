@@ -26,8 +26,7 @@ __device__ __forceinline__ uint8_t* schedule_scratch(Buffer& buffer) {
 // record to the workspace, where own_part reads it (every q-group's CTA of a
 // part writes the same bytes). q-group 0's CTA also writes the entries the
 // combine reads: its split item's, and an empty one past the split items.
-template <class Lengths>
-__device__ __forceinline__ void build_part_records(const PartSchedule& schedule, const Lengths& lengths,
+__device__ __forceinline__ void build_part_records(const PartSchedule& schedule, const plan_detail::StagedLengths& lengths,
                                                    const plan_detail::ScheduleBuffers& buffers) {
   const int32_t part = int32_t(blockIdx.y);
   plan_detail::partition_parts(schedule.num_items, schedule.num_parts, schedule.min_part_cost, schedule.cuts, lengths,
