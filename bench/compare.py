@@ -148,6 +148,9 @@ def import_or_none(name):
 
 
 openmla = import_or_none("openmla")
+flash_mla = import_or_none("flash_mla")
+vllm_fp8 = import_or_none("vllm_flashmla_fp8")
+
 # PlanOptions.schedule_placement of OpenMLA's dense and sparse decode plans (--schedule-placement).
 SCHEDULE_PLACEMENT = 0
 
@@ -155,8 +158,6 @@ SCHEDULE_PLACEMENT = 0
 def placement_kwargs() -> dict:
     # Passed only when asked for, so that builds before the keyword (A/B against an older main) still run.
     return {"schedule_placement": SCHEDULE_PLACEMENT} if SCHEDULE_PLACEMENT else {}
-flash_mla = import_or_none("flash_mla")
-vllm_fp8 = import_or_none("vllm_flashmla_fp8")
 
 
 def openmla_dense(x, max_parts=0):
