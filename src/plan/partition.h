@@ -70,6 +70,13 @@ OPENMLA_HOST_DEVICE StagedLengths uniform_lengths(const ItemLengths& lengths) {
   return StagedLengths{nullptr, item_length(lengths, 0)};
 }
 
+// a / b for a >= 0, b > 0, in 32 bits when both fit: the device's 64-bit
+// division is a subroutine of some 70 instructions, its 32-bit one a few.
+OPENMLA_HOST_DEVICE int64_t divide_nonnegative(int64_t a, int64_t b) {
+  if (((a | b) >> 32) == 0) return int64_t(uint32_t(a) / uint32_t(b));
+  return a / b;
+}
+
 // An empty item still owns one (empty) block: some part must finalise it.
 OPENMLA_HOST_DEVICE int32_t item_num_blocks(int32_t length) {
   return length <= 0 ? 1 : int32_t(uint32_t(length - 1) / kKvBlockTokens) + 1;  // unsigned: a shift
@@ -183,7 +190,7 @@ OPENMLA_HOST_DEVICE int32_t nearest_item_start(const int64_t* prefix, int32_t nu
 OPENMLA_HOST_DEVICE int32_t active_parts(int64_t total_cost, int32_t num_parts, int32_t min_part_cost) {
   // A plan's min_part_cost is >= 1 (build_schedule_host and run check it); a
   // hand-made 0 must not divide by zero here.
-  const int64_t wanted = total_cost / (min_part_cost < 1 ? 1 : min_part_cost);
+  const int64_t wanted = divide_nonnegative(total_cost, min_part_cost < 1 ? 1 : min_part_cost);
   return wanted < 1 ? 1 : (wanted < num_parts ? int32_t(wanted) : num_parts);
 }
 
@@ -275,6 +282,19 @@ inline ItemCuts item_cuts(const DecodePlan& plan) {
   return plan.whole_item_parts ? ItemCuts::kWholeItemsIfNoCostlier : ItemCuts::kEvenCuts;
 }
 
+// The most an even cut's part costs: a cut inside an item makes its second
+// piece pay the item's overhead again (Q, partial O, the combine).
+OPENMLA_HOST_DEVICE int64_t even_part_cost(int64_t total, int32_t active) {
+  return divide_nonnegative(total + active - 1, active) + kItemOverheadBlocks;
+}
+
+// Whether partition_parts tries whole items per part (phase 2): always for a
+// plan without partial slots, else when the mean item fits an even cut's cost.
+OPENMLA_HOST_DEVICE bool whole_items_tried(ItemCuts cuts, int64_t total, int32_t num_items, int32_t active) {
+  return cuts == ItemCuts::kWholeItemsOnly ||
+         (cuts == ItemCuts::kWholeItemsIfNoCostlier && total <= int64_t(num_items) * even_part_cost(total, active));
+}
+
 // Phases 1-4: the scratch arrays (item_prefix, part_bounds, part_slots) from
 // which part_record derives any part's records. Threads [0, num_threads) of one
 // block (or one host thread with num_threads = 1) call this together; the two
@@ -305,10 +325,9 @@ OPENMLA_HOST_DEVICE void partition_parts(int32_t num_items, int32_t num_parts, i
   // starts whatever they cost.
   const int64_t total = out.item_prefix[num_items];
   const int32_t active = active_parts(total, num_parts, min_part_cost);
-  const int64_t even_cost = (total + active - 1) / active + kItemOverheadBlocks;
+  const int64_t even_cost = even_part_cost(total, active);
   const bool whole_items_only = cuts == ItemCuts::kWholeItemsOnly;
-  const bool try_whole_items =
-      whole_items_only || (cuts == ItemCuts::kWholeItemsIfNoCostlier && total <= int64_t(num_items) * even_cost);
+  const bool try_whole_items = whole_items_tried(cuts, total, num_items, active);
   OPENMLA_ROLLED_LOOP
   for (int32_t p = thread; p <= num_parts; p += num_threads) {
     const int64_t position = p >= active ? total : total * p / active;
@@ -361,24 +380,25 @@ struct PartRecord {
   int32_t entry_index;
 };
 
+// A part's PartWork from its range and the partial slots held before it.
+OPENMLA_HOST_DEVICE PartWork part_work(const PartRange& range, int32_t slot_prefix) {
+  if (range.empty) return PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}};
+  return PartWork{range.begin.item,
+                  range.begin.block,
+                  range.end_item,
+                  range.end_block,
+                  range.pieces > 0 ? slot_prefix : -1,
+                  (range.begin_partial ? kPartBeginPartial : 0) | (range.end_partial ? kPartEndPartial : 0),
+                  {0, 0}};
+}
+
 template <class Lengths>
 OPENMLA_HOST_DEVICE PartRecord part_record(const ScheduleBuffers& out, const Lengths& lengths, int32_t num_parts,
                                            int32_t p) {
   const PartRange range = describe_part(out.part_bounds, lengths, p);
-  const int32_t slot_prefix = out.part_slots[p] & kSlotMask;
-  PartRecord record{PartWork{}, empty_combine_entry(), -1};
-  PartWork& work = record.work;
-  if (range.empty) {
-    work = PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}};
-    return record;
-  }
-  work.begin_item = range.begin.item;
-  work.begin_block = range.begin.block;
-  work.end_item = range.end_item;
-  work.end_block = range.end_block;
-  work.first_slot = range.pieces > 0 ? slot_prefix : -1;
-  work.flags = (range.begin_partial ? kPartBeginPartial : 0) | (range.end_partial ? kPartEndPartial : 0);
-  const int32_t item = first_piece_item(range);
+  PartRecord record{part_work(range, out.part_slots[p] & kSlotMask), empty_combine_entry(), -1};
+  const PartWork& work = record.work;
+  const int32_t item = first_piece_item(range);  // -1 for an empty part
   if (item >= 0) {
     const int32_t last_block = item_num_blocks(item_length(lengths, item)) - 1;
     const int32_t last_part = part_containing(out.part_bounds, num_parts, Bound{item, last_block});
@@ -416,14 +436,16 @@ inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
 // Fewer items keep the schedule kernel by default (SchedulePlacement::kAutomatic):
 // its launch then overlaps the attention kernel's own launch and prologue, while
 // the in-kernel build puts the lengths' load and the partition before the first
-// K/V load. Measured on the H200 with the partition compiled for a staged length
-// per item or one length for all (2026-12-03, docs/performance.md, session 32;
-// graph replays, s_k = 1024 / topk 2048, in-kernel against the schedule kernel):
-// dense b = 1 -8 to +1.4 %, b = 4 -5.6 to +1.3 %, b = 6 0 to +3.6 %, b = 8 +1 to
-// +10 %, b = 12-16 up to +21 %; sparse (no lengths) 1 item -5.7 % (h_q 64) / +9 %
-// (h_q 128), 2 items -1.6 / +16 %, 4 and more +10 to +18 %.
-inline constexpr int32_t kInKernelScheduleMinDenseItems = 6;
-inline constexpr int32_t kInKernelScheduleMinSparseItems = 2;
+// K/V load. Measured on the H200 with up to 32 items built in the warps' lanes
+// (plan/few_items_partition.h; 2026-12-03, docs/performance.md, session 33;
+// graph replays, s_k = 1024 / topk 2048, in-kernel against the schedule kernel,
+// two rounds each): dense b = 1 -0.1 to +6.1 % in BF16 but -8 % in FP8 at
+// h_q = 128, b = 2 -4.9 to +14.8 %, b = 3-8 +0.4 to +13 %; sparse one item
+// -3.8 % at h_q = 64 (two: -2.3 %), +11 % at h_q = 128 (two: +16.5 %), +12 to
+// +17 % at h_q 16 / 32.
+inline constexpr int32_t kInKernelScheduleMinDenseItems = 3;
+inline constexpr int32_t kInKernelScheduleMinSparseItems = 1;
+inline constexpr int32_t kInKernelScheduleMinSparseHeadsOnMItems = 3;  // h_q = 64 (one CTA per part)
 
 // Lengths a device schedule stages in its scratch: one per item (StagedLengths),
 // none when every item has the default length.

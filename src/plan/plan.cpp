@@ -208,12 +208,13 @@ void finish_plan(DecodePlan* plan, const DeviceInfo& device, const PlanOptions& 
 
 // DecodePlan::schedule_in_kernel: decode plans of the default mode whose
 // partition scratch fits the attention kernels' loan (a staged length per item assumed),
-// from the family's least item count up (kInKernelScheduleMin*Items) unless the
+// from the kernel's least item count up (kInKernelScheduleMin*Items) unless the
 // options place it.
 bool choose_schedule_in_kernel(const DecodePlan& plan) {
   const SchedulePlacement placement = plan.options.schedule_placement;
-  const int32_t min_items = plan.family == PlanFamily::kSparseDecode ? plan_detail::kInKernelScheduleMinSparseItems
-                                                                     : plan_detail::kInKernelScheduleMinDenseItems;
+  const int32_t min_items = plan.family != PlanFamily::kSparseDecode      ? plan_detail::kInKernelScheduleMinDenseItems
+                             : plan.kernel == DecodeKernel::kSparseHeadsOnM ? plan_detail::kInKernelScheduleMinSparseHeadsOnMItems
+                                                                            : plan_detail::kInKernelScheduleMinSparseItems;
   if (plan.family == PlanFamily::kSparsePrefill || plan.chunk_blocks > 0 ||
       plan.kernel == DecodeKernel::kDenseColumnSplitCluster || placement == SchedulePlacement::kScheduleKernel ||
       (placement == SchedulePlacement::kAutomatic && plan.num_items < min_items)) {

@@ -13,6 +13,7 @@
 
 #include "openmla/plan.h"
 #include "plan/chunk_partition.h"
+#include "plan/few_items_partition.h"
 #include "plan/partition.h"
 
 namespace openmla {
@@ -722,6 +723,22 @@ void expect_same_bytes(const HostSchedule& a, const HostSchedule& b, int trial) 
       << "trial " << trial;
 }
 
+// A random decode plan, dense (split-KV schedule, never the cluster split) on
+// even trials and sparse on odd ones, of up to max_batch requests.
+Status plan_random_decode(std::mt19937_64& rng, int trial, int max_dense_batch, int max_sparse_batch,
+                          PlanOptions options, DecodePlan* plan) {
+  if (trial % 2 == 0) {
+    options.cluster_split = 1;  // the split-KV schedule, not in-kernel clusters
+    DenseDecodeShape shape = random_dense_shape(rng, log_uniform(rng, 1, 200000));
+    shape.batch = log_uniform(rng, 1, max_dense_batch);
+    if (max_dense_batch <= plan_detail::kFewItemsMax) shape.s_q = log_uniform(rng, 1, 8);
+    return plan_dense_decode(shape, DeviceInfo{}, plan, options);
+  }
+  SparseDecodeShape shape = random_sparse_shape(rng);
+  shape.batch = log_uniform(rng, 1, max_sparse_batch);
+  return plan_sparse_decode(shape, DeviceInfo{}, plan, options);
+}
+
 // Device blocks read the lengths staged one per item (StagedLengths), or one
 // length for all items when the call has none (uniform_lengths); both views must
 // give the bytes the planner's ItemLengths give, for every schedule kind
@@ -733,17 +750,7 @@ TEST(InKernelSchedule, StagedAndUniformLengthViewsGiveTheSameSchedule) {
     PlanOptions options;
     if (trial % 5 == 0) options.batch_invariant = true;
     else if (trial % 5 == 1) options.min_parts = 1 + int(rng() % 200);
-    Status planned;
-    if (trial % 2 == 0) {
-      options.cluster_split = 1;  // the split-KV schedule, not in-kernel clusters
-      DenseDecodeShape shape = random_dense_shape(rng, log_uniform(rng, 1, 200000));
-      shape.batch = log_uniform(rng, 1, 3000);
-      planned = plan_dense_decode(shape, DeviceInfo{}, &plan, options);
-    } else {
-      SparseDecodeShape shape = random_sparse_shape(rng);
-      shape.batch = log_uniform(rng, 1, 1500);
-      planned = plan_sparse_decode(shape, DeviceInfo{}, &plan, options);
-    }
+    const Status planned = plan_random_decode(rng, trial, 3000, 1500, options, &plan);
     if (!planned.is_ok() || plan.num_parts < 1) continue;  // e.g. a batch-invariant plan over its part limit
     std::vector<int32_t> lengths = random_lengths(rng, plan.num_items, plan.lengths.max_length + 50);
     if (trial % 3 == 0) lengths[rng() % lengths.size()] = -int32_t(rng() % 1000) - 1;  // clamped to 0
@@ -763,6 +770,54 @@ TEST(InKernelSchedule, StagedAndUniformLengthViewsGiveTheSameSchedule) {
   }
 }
 
+// An attention kernel building its own part for at most 32 items takes the
+// closed form (plan/few_items_partition.h): every part's record and the
+// combine entries written as own_part writes them must be the planner's bytes,
+// for split and whole-item plans (tried and fitting or not, or forced), forced
+// parts, least part costs and lengths out of range both ways.
+TEST(InKernelSchedule, FewItemsClosedFormGivesThePlannersRecords) {
+  std::mt19937_64 rng(33);
+  int closed_form = 0, split = 0, whole = 0;
+  for (int trial = 0; trial < 6000; ++trial) {
+    DecodePlan plan;
+    PlanOptions options;
+    if (trial % 4 == 1) options.min_parts = 1 + int(rng() % 200);
+    if (trial % 8 == 2) options.min_part_cost = 1 + int(rng() % 40);
+    if (trial % 16 == 3) options.max_parts = 1 + int(rng() % 4);  // 1: no slots, whole items only
+    const Status planned = plan_random_decode(rng, trial, 32, 32, options, &plan);
+    if (!planned.is_ok() || plan.chunk_blocks > 0 ||
+        !plan_detail::builds_in_lanes(plan.num_items, plan.num_parts, plan.lengths.max_length)) {
+      continue;
+    }
+    std::vector<int32_t> lengths = random_lengths(rng, plan.num_items, plan.lengths.max_length + 50);
+    if (trial % 3 == 0) lengths[rng() % lengths.size()] = -int32_t(rng() % 1000) - 1;  // clamped to 0
+    ItemLengths item_lengths = plan.lengths;
+    item_lengths.lengths = trial % 5 == 4 ? nullptr : lengths.data();  // or every item the default length
+    HostSchedule reference;
+    ASSERT_TRUE(build_schedule_host(plan, item_lengths, &reference).is_ok());
+    const plan_detail::ItemArrays items = plan_detail::item_arrays(
+        plan.num_items, plan.num_parts, plan.min_part_cost, plan_detail::item_cuts(plan), item_lengths);
+    ++closed_form;
+    std::vector<PartWork> parts(size_t(plan.num_parts));
+    std::vector<CombineEntry> combine(size_t(plan.num_parts), CombineEntry{7, 7, 7, 7});  // stale bytes
+    for (int32_t p = 0; p < plan.num_parts; ++p) {
+      const plan_detail::ClosedFormRecord out = plan_detail::closed_form_part_record(items, p);
+      parts[size_t(p)] = out.record.work;
+      if (out.record.entry_index >= 0) combine[size_t(out.record.entry_index)] = out.record.entry;
+      if (p >= out.combine_entries) combine[size_t(p)] = plan_detail::empty_combine_entry();
+    }
+    split += reference.combine[0].item >= 0;
+    whole += items.whole_items && plan.num_items > 1 && plan.num_parts > 1;
+    ASSERT_EQ(std::memcmp(parts.data(), reference.parts.data(), parts.size() * sizeof(PartWork)), 0)
+        << "trial " << trial << ", " << plan.num_items << " items, " << plan.num_parts << " parts";
+    ASSERT_EQ(std::memcmp(combine.data(), reference.combine.data(), combine.size() * sizeof(CombineEntry)), 0)
+        << "trial " << trial << ", " << plan.num_items << " items, " << plan.num_parts << " parts";
+  }
+  EXPECT_GT(closed_form, 1000);  // the closed form was taken often enough to mean something,
+  EXPECT_GT(split, 300);         // with items split across parts
+  EXPECT_GT(whole, 100);         // and with whole items on several parts
+}
+
 // A dense shape of 64-token pages, `pages` of them per request.
 DenseDecodeShape paged_dense_shape(int batch, int s_q, int h_q, int pages) {
   DenseDecodeShape shape;
@@ -773,6 +828,22 @@ DenseDecodeShape paged_dense_shape(int batch, int s_q, int h_q, int pages) {
   shape.max_pages_per_seq = pages;
   shape.num_pages = pages;
   return shape;
+}
+
+// Plans whose parts the attention kernel builds in lanes: at most 32 items,
+// and sums that stay under 2^32 whatever the lengths.
+TEST(InKernelSchedule, FewItemsClosedFormOnlyWhereItsSumsFit) {
+  EXPECT_TRUE(plan_detail::builds_in_lanes(1, 132, 1 << 20));
+  EXPECT_TRUE(plan_detail::builds_in_lanes(32, 132, 1 << 20));
+  EXPECT_FALSE(plan_detail::builds_in_lanes(33, 132, 1 << 20));
+  EXPECT_FALSE(plan_detail::builds_in_lanes(0, 132, 1 << 20));
+  EXPECT_FALSE(plan_detail::builds_in_lanes(32, 132, INT32_MAX));  // 32 items of 2^25 blocks, 133 cuts
+  EXPECT_TRUE(plan_detail::builds_in_lanes(1, 2, INT32_MAX));
+  DecodePlan plan;  // the planner's in-kernel plans of few requests take it
+  const PlanOptions in_kernel{.cluster_split = 1, .schedule_placement = SchedulePlacement::kAttentionKernel};
+  ASSERT_TRUE(plan_dense_decode(paged_dense_shape(4, 1, 128, 16), DeviceInfo{}, &plan, in_kernel).is_ok());
+  EXPECT_TRUE(plan.schedule_in_kernel);
+  EXPECT_TRUE(plan_detail::builds_in_lanes(plan.num_items, plan.num_parts, plan.lengths.max_length));
 }
 
 TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
@@ -790,6 +861,7 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   const PlanOptions in_kernel{.schedule_placement = SchedulePlacement::kAttentionKernel};
   const PlanOptions schedule_kernel{.schedule_placement = SchedulePlacement::kScheduleKernel};
   EXPECT_FALSE(dense(1).schedule_in_kernel);  // under kInKernelScheduleMinDenseItems
+  static_assert(plan_detail::kInKernelScheduleMinSparseItems == 1 && plan_detail::kInKernelScheduleMinDenseItems > 1);
   EXPECT_FALSE(dense(plan_detail::kInKernelScheduleMinDenseItems - 1).schedule_in_kernel);
   EXPECT_TRUE(dense(plan_detail::kInKernelScheduleMinDenseItems).schedule_in_kernel);
   EXPECT_TRUE(dense(1, in_kernel).schedule_in_kernel);
@@ -834,6 +906,10 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
       SparseDecodeShape small = sparse;
       small.batch = batch;
       small.s_q = s_q;
+      ASSERT_TRUE(plan_sparse_decode(small, device, &sparse_plan).is_ok());
+      EXPECT_EQ(sparse_plan.schedule_in_kernel, batch * s_q >= plan_detail::kInKernelScheduleMinSparseHeadsOnMItems)
+          << "batch " << batch << " s_q " << s_q;
+      small.h_q = 128;  // the CTA pair (and the narrow kernels) from one item
       ASSERT_TRUE(plan_sparse_decode(small, device, &sparse_plan).is_ok());
       EXPECT_EQ(sparse_plan.schedule_in_kernel, batch * s_q >= plan_detail::kInKernelScheduleMinSparseItems)
           << "batch " << batch << " s_q " << s_q;

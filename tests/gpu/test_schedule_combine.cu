@@ -12,6 +12,8 @@
 
 #include "kernels/common/combine/launch.h"
 #include "kernels/common/schedule/launch.h"
+#include "kernels/common/schedule/own_part.cuh"
+#include "kernels/common/schedule/part_schedule.h"
 #include "kernels/common/workspace.h"
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
@@ -82,6 +84,78 @@ TEST(ScheduleGpu, DeviceScheduleMatchesHostBytes) {
     ASSERT_TRUE(check_plan(plan, host_lengths, host).is_ok());
     test::expect_workspace_records(plan, workspace.ptr, host);
   }
+}
+
+// An attention grid's schedule prologue alone: each CTA builds its part with
+// own_part (the lanes' closed form for up to 32 items, else the block
+// partition) and leaves its records in the workspace.
+__global__ void own_part_probe_kernel(const __grid_constant__ kernels::PartSchedule schedule) {
+  __shared__ alignas(16) uint8_t scratch[plan_detail::kInKernelScheduleScratchBytes];
+  (void)kernels::common::own_part(schedule, scratch);
+}
+
+// Records built in the attention grid, by either path, are the host
+// schedule's bytes: random plans of 1-40 items (dense and sparse, forced parts
+// and least part costs, up to 264 SMs), lengths out of range both ways or none.
+TEST(ScheduleGpu, InKernelBuildMatchesHostBytes) {
+  std::mt19937_64 rng(33);
+  int in_lanes = 0, in_block = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    DeviceInfo device;
+    device.num_sms = 1 + int(rng() % 264);
+    PlanOptions options{.min_parts = trial % 4 == 1 ? 1 + int(rng() % 200) : 0,
+                        .min_part_cost = trial % 8 == 2 ? 1 + int(rng() % 40) : 0,
+                        .cluster_split = 1,
+                        .schedule_placement = SchedulePlacement::kAttentionKernel};
+    DecodePlan plan;
+    Status planned;
+    if (trial % 2 == 0) {
+      DenseDecodeShape shape;
+      shape.batch = 1 + int(rng() % 40);
+      shape.s_q = 1 + int(rng() % 4);
+      shape.h_q = 1 + int(rng() % 128);
+      shape.max_pages_per_seq = 1 + int(rng() % 300);
+      shape.num_pages = shape.max_pages_per_seq;
+      planned = plan_dense_decode(shape, device, &plan, options);
+    } else {
+      options.cluster_split = 0;
+      SparseDecodeShape shape;
+      shape.batch = 1 + int(rng() % 40);
+      shape.s_q = 1 + int(rng() % 2);
+      shape.h_q = 64;
+      shape.topk = 64 * (1 + int(rng() % 64));
+      shape.page_size = 64;
+      shape.num_pages = 1 << 12;
+      planned = plan_sparse_decode(shape, device, &plan, options);
+    }
+    ASSERT_TRUE(planned.is_ok()) << planned.message();
+    if (!plan.schedule_in_kernel) continue;
+    const int length_count = plan.num_items / plan.lengths.items_per_length;
+    std::vector<int32_t> lengths = random_lengths(rng, length_count, plan.lengths.max_length + 100);  // some clamp
+    if (trial % 3 == 0) lengths[rng() % lengths.size()] = -int32_t(rng() % 1000) - 1;
+    const bool no_lengths = trial % 5 == 4;  // every item the default length
+
+    DeviceBuffer<int32_t> d_lengths(lengths.size());
+    ASSERT_CUDA(cudaMemcpy(d_lengths.ptr, lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice));
+    const test::ScheduleRecords records(plan);
+    const kernels::PartSchedule schedule =
+        kernels::part_schedule(plan, records.buffers(), no_lengths ? nullptr : d_lengths.ptr, /*build_schedule=*/true);
+    ASSERT_NE(schedule.build, kernels::kReadParts);
+    own_part_probe_kernel<<<dim3(unsigned(1 + rng() % 3), unsigned(plan.num_parts)), 128>>>(schedule);
+    ASSERT_CUDA(cudaGetLastError());
+    ASSERT_CUDA(cudaDeviceSynchronize());
+
+    ItemLengths host_lengths = plan.lengths;
+    host_lengths.lengths = no_lengths ? nullptr : lengths.data();
+    HostSchedule host;
+    ASSERT_TRUE(build_schedule_host(plan, host_lengths, &host).is_ok());
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(plan.num_items) + " items, " +
+                 std::to_string(plan.num_parts) + " parts");
+    records.expect_equal(host);
+    (schedule.build == kernels::kBuildInLanes ? in_lanes : in_block) += 1;
+  }
+  EXPECT_GT(in_lanes, 100);  // both paths ran often enough to mean something
+  EXPECT_GT(in_block, 30);
 }
 
 // Capture the schedule kernel once; replay it after changing the lengths in place.

@@ -6,8 +6,9 @@ Layers, lowest first; a file may include its own layer and the ones listed:
   src/validate     openmla/*
   src/plan         openmla/*, validate/*
   src/reference    openmla/*, validate/*
-  src/kernels      openmla/*, plan/partition.h and plan/chunk_partition.h (the schedule
-                   kernel), kernels/common/*,
+  src/kernels      openmla/*, plan/partition.h, plan/chunk_partition.h and
+                   plan/few_items_partition.h (the schedule kernel, the
+                   in-kernel builds), kernels/common/*,
                    and under kernels/sm90: a family (a folder with a launch.h) includes
                    itself and the shared folders (the others), never another family;
                    a shared folder never includes a family
@@ -52,7 +53,7 @@ def violation(path, target, families):
         "plan": ("validate/", "plan/"),
         "reference": ("validate/", "reference/"),
         "api": ("validate/", "plan/", "kernels/", "api/"),
-        "kernels": ("kernels/", "plan/partition.h", "plan/chunk_partition.h"),
+        "kernels": ("kernels/", "plan/partition.h", "plan/chunk_partition.h", "plan/few_items_partition.h"),
     }.get(layer)
     if allowed is None:
         return "src/%s is not a known layer" % layer
@@ -104,6 +105,7 @@ def self_test():
         ("src/kernels/sm90/decode_dense/kernel.cuh", "kernels/common/barriers.cuh"),
         ("src/kernels/common/schedule/kernel.cu", "plan/partition.h"),
         ("src/kernels/common/schedule/kernel.cu", "plan/chunk_partition.h"),
+        ("src/kernels/common/schedule/lane_items.cuh", "plan/few_items_partition.h"),
         ("python/src/module.cpp", "tensor_args.h"),
         ("tests/cpu/test_capabilities.cpp", "api/run_checks.h"),
         ("src/validate/checks.h", "openmla/errors.h"),

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/schedule/lane_items.cuh"
 #include "kernels/common/schedule/part_schedule.h"
 #include "kernels/common/schedule/shared_lengths.cuh"
 #include "plan/partition.h"
@@ -67,16 +68,27 @@ static __device__ __noinline__ void build_own_part(const PartSchedule& schedule,
 }
 
 // This CTA's part, parts[blockIdx.y], built first when the grid builds the
-// schedule. The lengths and the workspace may come from the previous grid
-// (launched as its dependent): waits for it, then lets the next grid start
-// its prologue.
-// NOTE: read back from global memory in both cases: returned from shared
-// memory, the record stayed in local memory in four kernels (ptxas spills of
-// 32-72 bytes), where a global load it keeps in registers.
+// schedule: in the warps' lanes (lane_items.cuh) or by the block partition,
+// as the host chose (ScheduleBuild). The lengths and the workspace may come
+// from the previous grid (launched as its dependent): waits for it, then lets
+// the next grid start its prologue.
+// NOTE: a record built here is read back from global memory: returned from
+// shared memory, it stayed in local memory in four kernels (ptxas spills of
+// 32-72 bytes), and returned in registers from the lanes' build, the dense
+// pair kernel spilled 136 bytes and ptxas serialised its WGMMA; a global load
+// it keeps in registers.
 __device__ __forceinline__ PartWork own_part(const PartSchedule& schedule, uint8_t* scratch) {
   wait_for_previous_grid();
   allow_next_grid();
-  if (schedule.build) build_own_part(schedule, scratch);
+  // NOTE: the choice is a kernel parameter, uniform to ptxas: chosen inside the
+  // out-of-line build (after the lengths' load), the dense kernels spilled their
+  // part record (20-124 bytes).
+  if (schedule.build == kBuildInLanes) {
+    build_part_in_lanes(schedule);
+    __syncthreads();  // thread 0's record is visible to the CTA
+  } else if (schedule.build == kBuildInBlock) {
+    build_own_part(schedule, scratch);
+  }
   return schedule.parts[blockIdx.y];
 }
 

@@ -9,6 +9,7 @@
 
 #include "openmla/plan.h"
 #include "openmla/schedule.h"
+#include "plan/few_items_partition.h"
 #include "plan/partition.h"
 
 namespace openmla::kernels {
@@ -21,7 +22,14 @@ struct PartSchedule {
   int32_t num_parts;
   int32_t min_part_cost;
   plan_detail::ItemCuts cuts;
-  int32_t build;  // 1: this grid builds the schedule; 0: it reads `parts`
+  int32_t build;  // ScheduleBuild
+};
+
+// How an attention grid comes by its parts.
+enum ScheduleBuild : int32_t {
+  kReadParts = 0,     // in the workspace (a schedule kernel ran, or the call reuses a schedule)
+  kBuildInBlock = 1,  // plan/partition.h in each CTA's shared memory
+  kBuildInLanes = 2,  // plan/few_items_partition.h in each warp's lanes (at most 32 items)
 };
 
 // Reads a schedule already in the workspace.
@@ -44,7 +52,9 @@ inline PartSchedule part_schedule(const DecodePlan& plan, const plan_detail::Sch
   schedule.num_parts = plan.num_parts;
   schedule.min_part_cost = plan.min_part_cost;
   schedule.cuts = plan_detail::item_cuts(plan);
-  schedule.build = 1;
+  schedule.build = plan_detail::builds_in_lanes(plan.num_items, plan.num_parts, plan.lengths.max_length)
+                       ? kBuildInLanes
+                       : kBuildInBlock;
   return schedule;
 }
 
