@@ -165,10 +165,10 @@ struct DecodePlan {
   // Dense and sparse decode in the default mode, when the partition's scratch
   // (plan_detail::schedule_scratch_layout) fits kInKernelScheduleScratchBytes
   // (about 2500 items at 132 parts) and, unless options.schedule_placement asks
-  // for it, the call has at least 3 items (dense; sparse decode at h_q = 64) or 1
-  // (sparse decode; plan_detail::kInKernelScheduleMin*Items, measured). Up to 32
-  // items each warp builds its part in its lanes, past that the CTA in shared
-  // memory. Never the cluster split (no schedule).
+  // for it, the call has at least 1 item (3 for sparse decode at h_q = 64;
+  // plan_detail::kInKernelScheduleMin*Items, measured). One item is built from
+  // constants, up to 32 in each warp's lanes, more by the CTA in shared memory.
+  // Never the cluster split (no schedule).
   bool schedule_in_kernel = false;
   ItemLengths lengths;        // lengths pointer left null by the planner
   WorkspaceLayout workspace;

@@ -68,14 +68,15 @@ def test_dense_split_and_no_split(options):
 def test_schedule_placement_travels_and_gives_the_same_bits():
     # The plan's schedule_placement reaches the run (eager and through torch.ops; test_ops.py checks the
     # re-plan's argument on the CPU): a schedule kernel and the attention kernel build the same schedule,
-    # so out and lse are bitwise equal. One request: the automatic placement is the schedule kernel there.
+    # so out and lse are bitwise equal. One request: the automatic placement is the attention kernel there
+    # (one item, ScheduleBuild::kBuildOneItem), so the forced schedule kernel differs from it.
     x = make_dense_inputs([3000], h_q=16, s_q=2, page_size=64, device="cuda")
     plans = [openmla.DensePlan.for_tensors(x.q, x.kv_cache, x.block_table, schedule_placement=p) for p in (0, 1, 2)]
-    assert [p.schedule_in_kernel for p in plans] == [False, False, True]
+    assert [p.schedule_in_kernel for p in plans] == [True, False, True]
     results = [openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, plan=p, workspace=p.alloc_workspace(),
                                     causal=True) for p in plans[1:]]
     results.append(torch.ops.openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, None, None, None,
-                                                  default_scale(), True, 512, 0, 0, 0, False, 2))
+                                                  default_scale(), True, 512, 0, 0, 0, False, 1))
     torch.cuda.synchronize()
     for out, lse in results[1:]:
         assert torch.equal(out, results[0][0]) and torch.equal(lse, results[0][1])

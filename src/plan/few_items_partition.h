@@ -149,6 +149,42 @@ OPENMLA_HOST_DEVICE ClosedFormRecord closed_form_part_record(const Items& items,
   return out;
 }
 
+// One item (dense b = 1, sparse b = 1 with s_q = 1): the sums are constants, so
+// an attention kernel builds its part with a few divisions and no shuffles or
+// scans, in a fraction of the lanes' code (the build's code is fetched cold on
+// the call's critical path: docs/performance.md, session 33).
+struct OneItem {
+  EvenCuts cuts;
+  bool whole_items;
+  int32_t num_items;
+  int32_t length;
+  CutsInside inside;
+  int32_t packed_pieces;
+
+  OPENMLA_HOST_DEVICE int64_t prefix(int32_t j) const { return j == 0 ? 0 : cuts.total; }
+  OPENMLA_HOST_DEVICE int32_t item_at(int64_t) const { return 0; }
+  OPENMLA_HOST_DEVICE int32_t first_cut(int32_t) const { return inside.first; }
+  OPENMLA_HOST_DEVICE int32_t cuts_inside_count(int32_t) const { return inside.count; }
+  OPENMLA_HOST_DEVICE int32_t packed_pieces_before(int32_t j) const { return j == 0 ? 0 : packed_pieces; }
+};
+
+OPENMLA_HOST_DEVICE int32_t item_length(const OneItem& item, int32_t) { return item.length; }
+
+// The OneItem of a call whose one item has `length` (clamped).
+OPENMLA_HOST_DEVICE OneItem one_item(int32_t length, int32_t num_parts, int32_t min_part_cost, ItemCuts item_cuts) {
+  OneItem item{};
+  item.num_items = 1;
+  item.length = length;
+  const int64_t cost = item_cost(length);
+  item.cuts = EvenCuts{cost, active_parts(cost, num_parts, min_part_cost)};
+  // Whole items: the item's start is a cut, so they fit when the item fits an even cut's cost.
+  item.whole_items = whole_items_tried(item_cuts, cost, 1, item.cuts.active) &&
+                     (item_cuts == ItemCuts::kWholeItemsOnly || whole_item_gap_fits(item.cuts, 0, cost));
+  item.inside = item.whole_items ? CutsInside{0, 0} : cuts_inside(item.cuts, 0, cost);
+  item.packed_pieces = packed_pieces(item.inside);
+  return item;
+}
+
 // The host's Items: arrays over the items (tests; the device keeps them in lanes).
 struct ItemArrays {
   EvenCuts cuts;

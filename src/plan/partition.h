@@ -435,15 +435,14 @@ OPENMLA_HOST_DEVICE ScheduleScratch schedule_scratch_layout(int32_t num_items, i
 inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
 // Fewer items keep the schedule kernel by default (SchedulePlacement::kAutomatic):
 // its launch then overlaps the attention kernel's own launch and prologue, while
-// the in-kernel build puts the lengths' load and the partition before the first
-// K/V load. Measured on the H200 with up to 32 items built in the warps' lanes
-// (plan/few_items_partition.h; 2026-12-03, docs/performance.md, session 33;
-// graph replays, s_k = 1024 / topk 2048, in-kernel against the schedule kernel,
-// two rounds each): dense b = 1 -0.1 to +6.1 % in BF16 but -8 % in FP8 at
-// h_q = 128, b = 2 -4.9 to +14.8 %, b = 3-8 +0.4 to +13 %; sparse one item
-// -3.8 % at h_q = 64 (two: -2.3 %), +11 % at h_q = 128 (two: +16.5 %), +12 to
-// +17 % at h_q 16 / 32.
-inline constexpr int32_t kInKernelScheduleMinDenseItems = 3;
+// the in-kernel build puts the lengths' load, the build and its cold code before
+// the first K/V load. Measured on the H200 (2026-12-03, docs/performance.md,
+// session 33; graph replays, s_k = 1024 / topk 2048, in-kernel against the
+// schedule kernel) with one item built by OneItem and up to 32 in the lanes:
+// dense b = 1 +3.6 to +8.1 % (BF16), FP8 +7.4 % at h_q = 16 and -3.0 % at
+// h_q = 128; b = 2 -3.6 to +11 %, b = 3-8 +0.4 to +13 %; sparse one item -0.9 %
+// at h_q = 64 (two: -2.3 %), +21 % at h_q = 128, +18 to +22 % at h_q 16 / 32.
+inline constexpr int32_t kInKernelScheduleMinDenseItems = 1;
 inline constexpr int32_t kInKernelScheduleMinSparseItems = 1;
 inline constexpr int32_t kInKernelScheduleMinSparseHeadsOnMItems = 3;  // h_q = 64 (one CTA per part)
 

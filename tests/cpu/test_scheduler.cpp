@@ -777,7 +777,7 @@ TEST(InKernelSchedule, StagedAndUniformLengthViewsGiveTheSameSchedule) {
 // parts, least part costs and lengths out of range both ways.
 TEST(InKernelSchedule, FewItemsClosedFormGivesThePlannersRecords) {
   std::mt19937_64 rng(33);
-  int closed_form = 0, split = 0, whole = 0;
+  int closed_form = 0, split = 0, whole = 0, one_item = 0;
   for (int trial = 0; trial < 6000; ++trial) {
     DecodePlan plan;
     PlanOptions options;
@@ -806,6 +806,20 @@ TEST(InKernelSchedule, FewItemsClosedFormGivesThePlannersRecords) {
       if (out.record.entry_index >= 0) combine[size_t(out.record.entry_index)] = out.record.entry;
       if (p >= out.combine_entries) combine[size_t(p)] = plan_detail::empty_combine_entry();
     }
+    if (plan.num_items == 1) {  // and the one-item form (ScheduleBuild::kBuildOneItem)
+      ++one_item;
+      const plan_detail::OneItem item = plan_detail::one_item(
+          plan_detail::item_length(item_lengths, 0), plan.num_parts, plan.min_part_cost, plan_detail::item_cuts(plan));
+      for (int32_t p = 0; p < plan.num_parts; ++p) {
+        const plan_detail::ClosedFormRecord out = plan_detail::closed_form_part_record(item, p);
+        ASSERT_EQ(std::memcmp(&out.record.work, &parts[size_t(p)], sizeof(PartWork)), 0) << "trial " << trial;
+        ASSERT_LE(out.record.entry_index, 0);  // one item: at most one entry
+        if (out.record.entry_index >= 0) {
+          ASSERT_EQ(std::memcmp(&out.record.entry, &combine[0], sizeof(CombineEntry)), 0) << "trial " << trial;
+        }
+        ASSERT_EQ(out.combine_entries, reference.combine[0].item >= 0 ? 1 : 0);
+      }
+    }
     split += reference.combine[0].item >= 0;
     whole += items.whole_items && plan.num_items > 1 && plan.num_parts > 1;
     ASSERT_EQ(std::memcmp(parts.data(), reference.parts.data(), parts.size() * sizeof(PartWork)), 0)
@@ -816,6 +830,7 @@ TEST(InKernelSchedule, FewItemsClosedFormGivesThePlannersRecords) {
   EXPECT_GT(closed_form, 1000);  // the closed form was taken often enough to mean something,
   EXPECT_GT(split, 300);         // with items split across parts
   EXPECT_GT(whole, 100);         // and with whole items on several parts
+  EXPECT_GT(one_item, 100);
 }
 
 // A dense shape of 64-token pages, `pages` of them per request.
@@ -860,10 +875,9 @@ TEST(InKernelSchedule, PlannerChoosesItWhereTheScratchFits) {
   };
   const PlanOptions in_kernel{.schedule_placement = SchedulePlacement::kAttentionKernel};
   const PlanOptions schedule_kernel{.schedule_placement = SchedulePlacement::kScheduleKernel};
-  EXPECT_FALSE(dense(1).schedule_in_kernel);  // under kInKernelScheduleMinDenseItems
-  static_assert(plan_detail::kInKernelScheduleMinSparseItems == 1 && plan_detail::kInKernelScheduleMinDenseItems > 1);
-  EXPECT_FALSE(dense(plan_detail::kInKernelScheduleMinDenseItems - 1).schedule_in_kernel);
-  EXPECT_TRUE(dense(plan_detail::kInKernelScheduleMinDenseItems).schedule_in_kernel);
+  static_assert(plan_detail::kInKernelScheduleMinDenseItems == 1 && plan_detail::kInKernelScheduleMinSparseItems == 1);
+  EXPECT_TRUE(dense(1).schedule_in_kernel);  // from one item (kInKernelScheduleMinDenseItems)
+  EXPECT_FALSE(dense(1, schedule_kernel).schedule_in_kernel);
   EXPECT_TRUE(dense(1, in_kernel).schedule_in_kernel);
   EXPECT_TRUE(dense(128).schedule_in_kernel);
   EXPECT_TRUE(dense(2000).schedule_in_kernel);

@@ -99,7 +99,7 @@ __global__ void own_part_probe_kernel(const __grid_constant__ kernels::PartSched
 // and least part costs, up to 264 SMs), lengths out of range both ways or none.
 TEST(ScheduleGpu, InKernelBuildMatchesHostBytes) {
   std::mt19937_64 rng(33);
-  int in_lanes = 0, in_block = 0;
+  int in_lanes = 0, one_item = 0, in_block = 0;
   for (int trial = 0; trial < 400; ++trial) {
     DeviceInfo device;
     device.num_sms = 1 + int(rng() % 264);
@@ -111,7 +111,7 @@ TEST(ScheduleGpu, InKernelBuildMatchesHostBytes) {
     Status planned;
     if (trial % 2 == 0) {
       DenseDecodeShape shape;
-      shape.batch = 1 + int(rng() % 40);
+      shape.batch = trial % 8 == 0 ? 1 : 1 + int(rng() % 40);  // one item: ScheduleBuild::kBuildOneItem
       shape.s_q = 1 + int(rng() % 4);
       shape.h_q = 1 + int(rng() % 128);
       shape.max_pages_per_seq = 1 + int(rng() % 300);
@@ -120,8 +120,8 @@ TEST(ScheduleGpu, InKernelBuildMatchesHostBytes) {
     } else {
       options.cluster_split = 0;
       SparseDecodeShape shape;
-      shape.batch = 1 + int(rng() % 40);
-      shape.s_q = 1 + int(rng() % 2);
+      shape.batch = trial % 8 == 1 ? 1 : 1 + int(rng() % 40);
+      shape.s_q = trial % 8 == 1 ? 1 : 1 + int(rng() % 2);
       shape.h_q = 64;
       shape.topk = 64 * (1 + int(rng() % 64));
       shape.page_size = 64;
@@ -152,9 +152,12 @@ TEST(ScheduleGpu, InKernelBuildMatchesHostBytes) {
     SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(plan.num_items) + " items, " +
                  std::to_string(plan.num_parts) + " parts");
     records.expect_equal(host);
-    (schedule.build == kernels::kBuildInLanes ? in_lanes : in_block) += 1;
+    (schedule.build == kernels::kBuildInLanes   ? in_lanes
+     : schedule.build == kernels::kBuildOneItem ? one_item
+                                                : in_block) += 1;
   }
-  EXPECT_GT(in_lanes, 100);  // both paths ran often enough to mean something
+  EXPECT_GT(in_lanes, 100);  // every build ran often enough to mean something
+  EXPECT_GT(one_item, 30);
   EXPECT_GT(in_block, 30);
 }
 

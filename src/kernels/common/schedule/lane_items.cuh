@@ -85,15 +85,14 @@ __device__ __forceinline__ LaneItems lane_items(const PartSchedule& schedule, in
   return items;
 }
 
-// This CTA's part (parts[blockIdx.y]) from the closed form, computed by every
-// warp (no barrier); thread 0 writes it to the workspace and q-group 0's CTA
+// The closed form's builds of this CTA's part (parts[blockIdx.y]), computed by
+// every warp (no barrier). NOTE: out of line, as build_own_part: kernels that
+// read their part run no further from the start of their code.
+// Thread 0 writes this CTA's part record to the workspace and q-group 0's CTA
 // the combine entries, as build_part_records does.
-// NOTE: out of line, as build_own_part: kernels that read their part run no
-// further from the start of their code.
-static __device__ __noinline__ void build_part_in_lanes(const PartSchedule& schedule) {
-  const LaneItems items = lane_items(schedule, int32_t(threadIdx.x % 32));
+__device__ __forceinline__ void write_closed_form_records(const PartSchedule& schedule,
+                                                          const plan_detail::ClosedFormRecord& out) {
   const int32_t part = int32_t(blockIdx.y);
-  const plan_detail::ClosedFormRecord out = plan_detail::closed_form_part_record(items, part);
   if (threadIdx.x == 0) {
     schedule.parts[part] = out.record.work;
     if (blockIdx.x == 0) {
@@ -101,6 +100,18 @@ static __device__ __noinline__ void build_part_in_lanes(const PartSchedule& sche
       if (part >= out.combine_entries) schedule.combine[part] = plan_detail::empty_combine_entry();
     }
   }
+}
+
+static __device__ __noinline__ void build_part_in_lanes(const PartSchedule& schedule) {
+  const LaneItems items = lane_items(schedule, int32_t(threadIdx.x % 32));
+  write_closed_form_records(schedule, plan_detail::closed_form_part_record(items, int32_t(blockIdx.y)));
+}
+
+// One item (ScheduleBuild::kBuildOneItem): the closed form with constant sums.
+static __device__ __noinline__ void build_part_one_item(const PartSchedule& schedule) {
+  const plan_detail::OneItem item = plan_detail::one_item(plan_detail::item_length(schedule.lengths, 0),
+                                                          schedule.num_parts, schedule.min_part_cost, schedule.cuts);
+  write_closed_form_records(schedule, plan_detail::closed_form_part_record(item, int32_t(blockIdx.y)));
 }
 
 }  // namespace openmla::kernels::common

@@ -83,8 +83,12 @@ __device__ __forceinline__ PartWork own_part(const PartSchedule& schedule, uint8
   // NOTE: the choice is a kernel parameter, uniform to ptxas: chosen inside the
   // out-of-line build (after the lengths' load), the dense kernels spilled their
   // part record (20-124 bytes).
-  if (schedule.build == kBuildInLanes) {
-    build_part_in_lanes(schedule);
+  if (schedule.build == kBuildInLanes || schedule.build == kBuildOneItem) {
+    if (schedule.build == kBuildOneItem) {
+      build_part_one_item(schedule);
+    } else {
+      build_part_in_lanes(schedule);
+    }
     __syncthreads();  // thread 0's record is visible to the CTA
   } else if (schedule.build == kBuildInBlock) {
     build_own_part(schedule, scratch);

@@ -30,6 +30,7 @@ enum ScheduleBuild : int32_t {
   kReadParts = 0,     // in the workspace (a schedule kernel ran, or the call reuses a schedule)
   kBuildInBlock = 1,  // plan/partition.h in each CTA's shared memory
   kBuildInLanes = 2,  // plan/few_items_partition.h in each warp's lanes (at most 32 items)
+  kBuildOneItem = 3,  // plan/few_items_partition.h's OneItem (one item), every thread
 };
 
 // Reads a schedule already in the workspace.
@@ -52,9 +53,10 @@ inline PartSchedule part_schedule(const DecodePlan& plan, const plan_detail::Sch
   schedule.num_parts = plan.num_parts;
   schedule.min_part_cost = plan.min_part_cost;
   schedule.cuts = plan_detail::item_cuts(plan);
-  schedule.build = plan_detail::builds_in_lanes(plan.num_items, plan.num_parts, plan.lengths.max_length)
-                       ? kBuildInLanes
-                       : kBuildInBlock;
+  schedule.build = !plan_detail::builds_in_lanes(plan.num_items, plan.num_parts, plan.lengths.max_length)
+                       ? kBuildInBlock
+                   : plan.num_items == 1 ? kBuildOneItem
+                                         : kBuildInLanes;
   return schedule;
 }
 
