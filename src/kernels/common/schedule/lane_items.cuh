@@ -85,9 +85,6 @@ __device__ __forceinline__ LaneItems lane_items(const PartSchedule& schedule, in
   return items;
 }
 
-// The closed form's builds of this CTA's part (parts[blockIdx.y]), computed by
-// every warp (no barrier). NOTE: out of line, as build_own_part: kernels that
-// read their part run no further from the start of their code.
 // Thread 0 writes this CTA's part record to the workspace and q-group 0's CTA
 // the combine entries, as build_part_records does.
 __device__ __forceinline__ void write_closed_form_records(const PartSchedule& schedule,
@@ -102,6 +99,9 @@ __device__ __forceinline__ void write_closed_form_records(const PartSchedule& sc
   }
 }
 
+// The closed form's builds of this CTA's part (parts[blockIdx.y]), computed by
+// every warp (no barrier). NOTE: out of line, as build_own_part: kernels that
+// read their part run no further from the start of their code.
 static __device__ __noinline__ void build_part_in_lanes(const PartSchedule& schedule) {
   const LaneItems items = lane_items(schedule, int32_t(threadIdx.x % 32));
   write_closed_form_records(schedule, plan_detail::closed_form_part_record(items, int32_t(blockIdx.y)));
