@@ -356,7 +356,8 @@ def _prepare_dense(key, q, kv_cache, block_table, seqlens, workspace, q_scale, k
                            ("workspace", workspace), ("q_scale", q_scale), ("kv_scale", kv_scale)), d_v)
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     device = q.device
-    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
+    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement,
+                               entry.name)
     try:
         # Shapes checked (arguments named) before any output is allocated from them.
         shape = _C.dense_decode_shape(ref(q), ref(kv_cache), ref(block_table), d_v)
@@ -453,7 +454,8 @@ def _prepare_sparse(key, q, kv_cache, indices, workspace, topk_length, attn_sink
     _check_tensors(entry, (("q", q), ("kv_cache", kv_cache), ("indices", indices), ("workspace", workspace),
                            ("topk_length", topk_length), ("attn_sink", attn_sink)), d_v)
     device = q.device
-    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
+    info, options = run_config(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement,
+                               entry.name)
     try:
         # Shapes checked (arguments named) before any output is allocated from them.
         shape = _C.sparse_decode_shape(ref(q), ref(kv_cache), ref(indices), d_v)

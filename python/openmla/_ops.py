@@ -69,7 +69,8 @@ def dense_decode_op(q: Tensor, kv_cache: Tensor, block_table: Tensor, seqlens: T
     b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=_dense_out_dtype(q.dtype), device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement,
+                               entry="dense_decode")
     if q.device.type == "cpu":
         _C.dense_decode(q_ref, kv_ref, table_ref, ref(seqlens), ref(out), ref(lse), ref_or_none(q_scale),
                         ref_or_none(kv_scale), softmax_scale, causal, info, options, ref_or_none(workspace), 0)
@@ -112,7 +113,8 @@ def sparse_decode_op(q: Tensor, kv_cache: Tensor, indices: Tensor, workspace: Op
     b, s_q, h_q = shape.batch, shape.s_q, shape.h_q
     out = torch.empty((b, s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
+    info, options = run_config(q.device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement,
+                               entry="sparse_decode")
     if q.device.type == "cpu":
         _C.sparse_decode(q_ref, kv_ref, indices_ref, ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
                          ref(lse), softmax_scale, info, options, ref_or_none(workspace), 0)
@@ -150,7 +152,7 @@ def sparse_prefill_op(q: Tensor, kv: Tensor, indices: Tensor, topk_length: Optio
     out = torch.empty((s_q, h_q, d_v), dtype=torch.bfloat16, device=q.device)
     max_logits = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
     lse = torch.empty((s_q, h_q), dtype=torch.float32, device=q.device)
-    info, options = run_config(q.device, 0, 0, 0, batch_invariant)
+    info, options = run_config(q.device, 0, 0, 0, batch_invariant, entry="sparse_prefill")
     args = (ref(q), ref(kv), ref(indices), ref_or_none(topk_length), ref_or_none(attn_sink), ref(out),
             ref(max_logits), ref(lse), softmax_scale, info, options)
     workspace = None

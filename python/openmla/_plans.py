@@ -101,11 +101,13 @@ def plan_options(max_parts: int = 0, min_parts: int = 0, batch_invariant: bool =
     return options
 
 
-@functools.lru_cache(maxsize=256)
+# typed: a placement of True must not find the entry cached for 1 (plan_options rejects bools).
+@functools.lru_cache(maxsize=256, typed=True)
 def run_config(device: torch.device, num_sms: int, max_parts: int, min_parts: int,
-               batch_invariant: bool = False, schedule_placement: int = 0) -> tuple:
-    """(DeviceInfo, PlanOptions) for a run on `device`; cached, so callers must not modify them."""
-    return device_info(device, num_sms), plan_options(max_parts, min_parts, batch_invariant, schedule_placement)
+               batch_invariant: bool = False, schedule_placement: int = 0, entry: str = "PlanOptions") -> tuple:
+    """(DeviceInfo, PlanOptions) for a run of `entry` on `device`; cached, so callers must not modify them."""
+    return (device_info(device, num_sms),
+            plan_options(max_parts, min_parts, batch_invariant, schedule_placement, entry))
 
 
 def _dtype_enum(dtype: torch.dtype) -> "_C.DType":

@@ -36,9 +36,10 @@ def test_schedule_placement_reaches_every_run(monkeypatch):
     def record_placement(module):
         real = module.run_config
 
-        def run_config(device, num_sms, max_parts, min_parts, batch_invariant=False, schedule_placement=0):
+        def run_config(device, num_sms, max_parts, min_parts, batch_invariant=False, schedule_placement=0,
+                       entry="PlanOptions"):
             seen.append(schedule_placement)
-            return real(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement)
+            return real(device, num_sms, max_parts, min_parts, batch_invariant, schedule_placement, entry)
         monkeypatch.setattr(module, "run_config", run_config)
 
     record_placement(_eager)
@@ -58,6 +59,24 @@ def test_schedule_placement_reaches_every_run(monkeypatch):
     assert seen == [2, 1, 1, 2]
     schema = str(torch.ops.openmla.dense_decode.default._schema)
     assert schema.split("->")[0].rstrip(") ").endswith("schedule_placement=0")
+
+
+def test_bad_schedule_placement_names_the_op():
+    # The op's own name, not the options struct's; and no cached config of a valid placement answers
+    # for a value that compares equal to it (True == 1).
+    from openmla._plans import run_config
+    x = make_dense_inputs([100], h_q=16)
+    for bad in (3, -1):
+        with pytest.raises(ValueError, match=r"^dense_decode: argument 'schedule_placement' is not a placement"):
+            torch.ops.openmla.dense_decode(x.q, x.kv_cache, x.block_table, x.seqlens, None, None, None, 0.1, False,
+                                           512, 0, 0, 0, False, bad)
+    q, cache, indices = _sparse_inputs()
+    with pytest.raises(ValueError, match=r"^sparse_decode: argument 'schedule_placement' is not a placement"):
+        torch.ops.openmla.sparse_decode(q, cache, indices, None, None, None, 0.1, 512, 0, 0, 0, False, 7)
+    cpu = torch.device("cpu")
+    run_config(cpu, 0, 0, 0, False, 1, "dense_decode")
+    with pytest.raises(ValueError, match=r"^dense_decode: argument 'schedule_placement' is not a placement"):
+        run_config(cpu, 0, 0, 0, False, True, "dense_decode")
 
 
 def test_fake_dense_shapes_and_dtypes():
