@@ -149,40 +149,51 @@ OPENMLA_HOST_DEVICE ClosedFormRecord closed_form_part_record(const Items& items,
   return out;
 }
 
-// One item (dense b = 1, sparse b = 1 with s_q = 1): the sums are constants, so
-// an attention kernel builds its part with a few divisions and no shuffles or
-// scans, in a fraction of the lanes' code (the build's code is fetched cold on
-// the call's critical path: docs/performance.md, session 33).
-struct OneItem {
-  EvenCuts cuts;
-  bool whole_items;
-  int32_t num_items;
-  int32_t length;
-  CutsInside inside;
-  int32_t packed_pieces;
-
-  OPENMLA_HOST_DEVICE int64_t prefix(int32_t j) const { return j == 0 ? 0 : cuts.total; }
-  OPENMLA_HOST_DEVICE int32_t item_at(int64_t) const { return 0; }
-  OPENMLA_HOST_DEVICE int32_t first_cut(int32_t) const { return inside.first; }
-  OPENMLA_HOST_DEVICE int32_t cuts_inside_count(int32_t) const { return inside.count; }
-  OPENMLA_HOST_DEVICE int32_t packed_pieces_before(int32_t j) const { return j == 0 ? 0 : packed_pieces; }
-};
-
-OPENMLA_HOST_DEVICE int32_t item_length(const OneItem& item, int32_t) { return item.length; }
-
-// The OneItem of a call whose one item has `length` (clamped).
-OPENMLA_HOST_DEVICE OneItem one_item(int32_t length, int32_t num_parts, int32_t min_part_cost, ItemCuts item_cuts) {
-  OneItem item{};
-  item.num_items = 1;
-  item.length = length;
-  const int64_t cost = item_cost(length);
-  item.cuts = EvenCuts{cost, active_parts(cost, num_parts, min_part_cost)};
-  // Whole items: the item's start is a cut, so they fit when the item fits an even cut's cost.
-  item.whole_items = whole_items_tried(item_cuts, cost, 1, item.cuts.active) &&
-                     (item_cuts == ItemCuts::kWholeItemsOnly || whole_item_gap_fits(item.cuts, 0, cost));
-  item.inside = item.whole_items ? CutsInside{0, 0} : cuts_inside(item.cuts, 0, cost);
-  item.packed_pieces = packed_pieces(item.inside);
-  return item;
+// One item (dense b = 1, sparse b = 1 with s_q = 1): closed_form_part_record
+// worked out for an item spanning costs [0, cost), so that an attention kernel
+// builds its part in a few hundred bytes of code (the build's code is fetched
+// cold on the call's critical path: docs/performance.md, sessions 33 and 34).
+// Even cuts: part p takes the item's blocks from its cut position less the
+// item's overhead; whole items: the last part whose cut lies at or before the
+// item's middle takes all of it (cut_at_item_start), every other part nothing.
+OPENMLA_HOST_DEVICE ClosedFormRecord one_item_part_record(int32_t length, int32_t num_parts, int32_t min_part_cost,
+                                                          ItemCuts item_cuts, int32_t p) {
+  const int32_t blocks = item_num_blocks(length);
+  const int64_t cost = int64_t(blocks) + kItemOverheadBlocks;
+  const int64_t wanted = divide_32(cost, min_part_cost < 1 ? 1 : min_part_cost);  // active_parts in 32 bits
+  const EvenCuts cuts{cost, wanted < 1 ? 1 : (wanted < num_parts ? int32_t(wanted) : num_parts)};
+  const bool whole_items = item_cuts == ItemCuts::kWholeItemsOnly ||
+                           (item_cuts == ItemCuts::kWholeItemsIfNoCostlier &&
+                            cost <= divide_32(cost + cuts.active - 1, cuts.active) + kItemOverheadBlocks);
+  const int64_t begin = cut_position(cuts, p), end = cut_position(cuts, p + 1);
+  ClosedFormRecord out{PartRecord{PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}}, empty_combine_entry(), -1}, 0};
+  if (whole_items) {
+    if (2 * begin <= cost && 2 * end > cost) out.record.work = PartWork{0, 0, 0, blocks, -1, 0, {0, 0}};
+    return out;
+  }
+  const int32_t first_cut = first_cut_from(cuts, kItemOverheadBlocks + 1);  // cuts_inside(cuts, 0, cost)
+  const int32_t pieces = cuts.active > first_cut ? cuts.active - first_cut + 1 : 0;
+  out.combine_entries = pieces > 0 ? 1 : 0;
+  // bound_at: a position inside the overhead starts at block 0, one at the end is past the item.
+  const int32_t begin_block = begin - kItemOverheadBlocks > 0 ? int32_t(begin - kItemOverheadBlocks) : 0;
+  const int32_t end_block = end < cost && end - kItemOverheadBlocks > 0 ? int32_t(end - kItemOverheadBlocks) : 0;
+  if (begin >= cost || (end < cost && begin_block == end_block)) return out;  // empty: its bounds are equal
+  // describe_part of a single item's range.
+  const int32_t last_block = end_block == 0 ? blocks : end_block;
+  const bool begin_partial = begin_block > 0 || last_block < blocks;
+  const bool end_partial = end_block > 0 || begin_block > 0;
+  out.record.work = PartWork{0,
+                             begin_block,
+                             0,
+                             last_block,
+                             begin_partial ? (begin_block > 0 ? 1 + p - first_cut : 0) : -1,
+                             (begin_partial ? kPartBeginPartial : 0) | (end_partial ? kPartEndPartial : 0),
+                             {0, 0}};
+  if (begin_partial && begin_block == 0) {  // the part holding the item's first piece records it
+    out.record.entry = CombineEntry{0, 0, pieces, 0};
+    out.record.entry_index = 0;
+  }
+  return out;
 }
 
 // The host's Items: arrays over the items (tests; the device keeps them in lanes).

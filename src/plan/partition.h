@@ -438,7 +438,7 @@ inline constexpr size_t kInKernelScheduleScratchBytes = 32 * 1024;
 // the in-kernel build puts the lengths' load, the build and its cold code before
 // the first K/V load. Measured on the H200 (2026-12-03, docs/performance.md,
 // session 33; graph replays, s_k = 1024 / topk 2048, in-kernel against the
-// schedule kernel) with one item built by OneItem and up to 32 in the lanes:
+// schedule kernel) with one item built by one_item_part_record and up to 32 in the lanes:
 // dense b = 1 +3.6 to +8.1 % (BF16), FP8 +7.4 % at h_q = 16 and -3.0 % at
 // h_q = 128; b = 2 -3.6 to +11 %, b = 3-8 +0.4 to +13 %; sparse one item -0.9 %
 // at h_q = 64 (two: -2.3 %), +21 % at h_q = 128, +18 to +22 % at h_q 16 / 32.

@@ -808,10 +808,10 @@ TEST(InKernelSchedule, FewItemsClosedFormGivesThePlannersRecords) {
     }
     if (plan.num_items == 1) {  // and the one-item form (ScheduleBuild::kBuildOneItem)
       ++one_item;
-      const plan_detail::OneItem item = plan_detail::one_item(
-          plan_detail::item_length(item_lengths, 0), plan.num_parts, plan.min_part_cost, plan_detail::item_cuts(plan));
       for (int32_t p = 0; p < plan.num_parts; ++p) {
-        const plan_detail::ClosedFormRecord out = plan_detail::closed_form_part_record(item, p);
+        const plan_detail::ClosedFormRecord out = plan_detail::one_item_part_record(
+            plan_detail::item_length(item_lengths, 0), plan.num_parts, plan.min_part_cost,
+            plan_detail::item_cuts(plan), p);
         ASSERT_EQ(std::memcmp(&out.record.work, &parts[size_t(p)], sizeof(PartWork)), 0) << "trial " << trial;
         ASSERT_LE(out.record.entry_index, 0);  // one item: at most one entry
         if (out.record.entry_index >= 0) {
@@ -831,6 +831,47 @@ TEST(InKernelSchedule, FewItemsClosedFormGivesThePlannersRecords) {
   EXPECT_GT(split, 300);         // with items split across parts
   EXPECT_GT(whole, 100);         // and with whole items on several parts
   EXPECT_GT(one_item, 100);
+}
+
+// The one-item build (ScheduleBuild::kBuildOneItem) against the general closed
+// form of one item, over every length of up to 300 blocks (and some longer),
+// part counts, least part costs and cut modes: every part's bytes.
+TEST(InKernelSchedule, OneItemRecordIsTheClosedFormsForEveryLength) {
+  const plan_detail::ItemCuts modes[] = {plan_detail::ItemCuts::kEvenCuts,
+                                         plan_detail::ItemCuts::kWholeItemsIfNoCostlier,
+                                         plan_detail::ItemCuts::kWholeItemsOnly};
+  std::vector<int32_t> lengths = {-5, 0};
+  for (int32_t length = 1; length <= 300 * kKvBlockTokens; length += 29) lengths.push_back(length);
+  for (int32_t length : {65535, 65536, 65537, 1 << 20, (1 << 24) + 3}) lengths.push_back(length);
+  int64_t compared = 0, split = 0, whole = 0;
+  for (const plan_detail::ItemCuts mode : modes) {
+    for (const int32_t num_parts : {1, 2, 3, 7, 66, 131, 132, 264}) {
+      for (const int32_t min_part_cost : {0, 1, 2, 5, 9, 40}) {
+        for (const int32_t length : lengths) {
+          const ItemLengths one_length{nullptr, 1, length, INT32_MAX};
+          const plan_detail::ItemArrays items =
+              plan_detail::item_arrays(1, num_parts, min_part_cost, mode, one_length);
+          for (int32_t p = 0; p < num_parts; ++p) {
+            const plan_detail::ClosedFormRecord want = plan_detail::closed_form_part_record(items, p);
+            const plan_detail::ClosedFormRecord got =
+                plan_detail::one_item_part_record(items.lengths[0], num_parts, min_part_cost, mode, p);
+            ASSERT_EQ(std::memcmp(&got.record.work, &want.record.work, sizeof(PartWork)), 0)
+                << "length " << length << ", parts " << num_parts << ", least cost " << min_part_cost << ", part " << p;
+            ASSERT_EQ(got.record.entry_index, want.record.entry_index) << "length " << length << ", part " << p;
+            ASSERT_EQ(std::memcmp(&got.record.entry, &want.record.entry, sizeof(CombineEntry)), 0)
+                << "length " << length << ", part " << p;
+            ASSERT_EQ(got.combine_entries, want.combine_entries) << "length " << length << ", part " << p;
+            ++compared;
+            split += want.record.entry_index >= 0;
+            whole += items.whole_items && want.record.work.flags == 0;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000000);
+  EXPECT_GT(split, 10000);  // the item was split across parts,
+  EXPECT_GT(whole, 1000);   // and taken whole
 }
 
 // A dense shape of 64-token pages, `pages` of them per request.

@@ -107,11 +107,11 @@ static __device__ __noinline__ void build_part_in_lanes(const PartSchedule& sche
   write_closed_form_records(schedule, plan_detail::closed_form_part_record(items, int32_t(blockIdx.y)));
 }
 
-// One item (ScheduleBuild::kBuildOneItem): the closed form with constant sums.
+// One item (ScheduleBuild::kBuildOneItem): the closed form worked out for one item.
 static __device__ __noinline__ void build_part_one_item(const PartSchedule& schedule) {
-  const plan_detail::OneItem item = plan_detail::one_item(plan_detail::item_length(schedule.lengths, 0),
-                                                          schedule.num_parts, schedule.min_part_cost, schedule.cuts);
-  write_closed_form_records(schedule, plan_detail::closed_form_part_record(item, int32_t(blockIdx.y)));
+  write_closed_form_records(schedule, plan_detail::one_item_part_record(
+                                          plan_detail::item_length(schedule.lengths, 0), schedule.num_parts,
+                                          schedule.min_part_cost, schedule.cuts, int32_t(blockIdx.y)));
 }
 
 }  // namespace openmla::kernels::common

@@ -30,7 +30,7 @@ enum ScheduleBuild : int32_t {
   kReadParts = 0,     // in the workspace (a schedule kernel ran, or the call reuses a schedule)
   kBuildInBlock = 1,  // plan/partition.h in each CTA's shared memory
   kBuildInLanes = 2,  // plan/few_items_partition.h in each warp's lanes (at most 32 items)
-  kBuildOneItem = 3,  // plan/few_items_partition.h's OneItem (one item), every thread
+  kBuildOneItem = 3,  // plan/few_items_partition.h's one_item_part_record (one item), every thread
 };
 
 // Reads a schedule already in the workspace.
