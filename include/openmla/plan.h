@@ -107,9 +107,10 @@ struct PlanOptions {
   int max_parts = 0;  // 0: automatic; 1 forces the no-split path; n caps the part count
   int min_parts = 0;  // 0: automatic; raises the part count (tests force the split path)
   int min_part_cost = 0;  // 0: automatic; least work (blocks) per active part (tuning / benchmarks)
-  // Dense only. 0: automatic (short calls that fit one wave of C = 8, 4 or 2
-  // CTA clusters, unless max_parts / min_parts force a schedule); 1: never;
-  // 2, 4 or 8: always, with that C.
+  // Dense only. 0: automatic (short calls whose C = 8 or 4 CTA clusters fill at
+  // most half of the SMs, or C = 2 a quarter to all, each CTA walking at most 8
+  // blocks of max_pages_per_seq; never when max_parts, min_parts or
+  // schedule_placement ask for a schedule); 1: never; 2, 4 or 8: always, with that C.
   int cluster_split = 0;
   // Batch-invariant mode (docs/batch_invariance.md): every item's out and LSE
   // are bitwise the same whatever else is in the call. Each item is cut into

@@ -189,8 +189,8 @@ def test_schedule_in_kernel_from_a_few_items_where_its_scratch_fits():
     # attention kernel (no schedule kernel) while the partition's scratch fits 32 KB; fewer items and big
     # batches keep the schedule kernel (docs/architecture.md, "The schedule inside the attention kernel").
     cpu = openmla.DeviceInfo()
-    dense = [openmla.DensePlan(batch=b, s_q=1, h_q=128, num_pages=64, max_pages_per_seq=64, device=cpu)
-             for b in (1, 2, 3, 128, 32768)]  # s_q = 1 at h_q = 128: no cluster split at these batches
+    dense = [openmla.DensePlan(batch=b, s_q=1, h_q=128, num_pages=256, max_pages_per_seq=256, device=cpu)
+             for b in (1, 2, 3, 128, 32768)]  # 16384 tokens: too long for a cluster split
     assert [p.schedule_in_kernel for p in dense] == [True, True, True, True, False]
     sparse = [openmla.SparsePlan(batch=b, s_q=s_q, h_q=h_q, topk=2048, num_pages=64, device=cpu)
               for b, s_q, h_q in ((1, 1, 64), (1, 2, 64), (3, 1, 64), (64, 1, 64), (1, 1, 128), (1, 1, 16))]

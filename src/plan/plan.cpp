@@ -224,26 +224,35 @@ bool choose_schedule_in_kernel(const DecodePlan& plan) {
          plan_detail::kInKernelScheduleScratchBytes;
 }
 
-// Cluster split (DecodeKernel::kDenseColumnSplitCluster) for a dense call. Measured on the
-// H200 (docs/history/performance-2026-11.md, 2026-11-30 session 4; graph replays, s_k = 1024):
-//   C = 8 helps only one-tile calls of at most 16 query rows per KV head (b = 1,
-//     h_q = 16: 17.6 vs ~19 us); with 64-row tiles the eight-way merge costs
-//     more than it saves (b = 1, h_q = 16, s_q = 4: 26 vs 21 us);
-//   C = 2 helps once its pairs fill a quarter to all of the SMs (b = 32, h_q = 16:
-//     31 vs 39 us; h_q = 128: 39 vs 52 us) and loses when few CTAs run (b = 1:
-//     2 CTAs, 30 vs 19 us);
-//   C = 4 was never the best.
+// Cluster split (DecodeKernel::kDenseColumnSplitCluster) for a dense call: C CTAs per
+// (request, q-group) split the request's blocks, none of the SMs beyond them used. Measured on
+// the H200 (docs/performance.md, session 34; graph replays, every C forced, b = 1-8, h_q 16 / 128,
+// s_q 1 / 4, s_k 1024-16384): C = 8 and C = 4 beat the split-KV schedule wherever their CTAs fill
+// at most half of the SMs (b = 1 h_q = 128 s_q = 4, s_k = 1024: 20.7 against 23.7 us; b = 2,
+// s_k = 2048, h_q = 128: 23.7 against 30.2) and lose when they fill more (clusters wait for a
+// second wave: b = 2 h_q = 128 s_q = 4 at C = 8, 37 against 25 us); C = 2 helps once its pairs
+// fill a quarter to all of the SMs (b = 32 h_q = 16: 31 against 39 us, 2026-11-30). Every C
+// loses once a CTA walks more than 8 blocks of the longest request the plan admits (b = 1
+// h_q = 16 s_k = 16384 at C = 8: 64.5 against 50.4 us; C = 2 at 16 blocks, 42 against 37 us).
 // Clusters of C whole-SM CTAs must sit in one GPC (GPCs of 16-18 SMs).
-int choose_cluster_split(const DecodePlan& plan, int rows_per_kv, const DeviceInfo& device,
-                         const PlanOptions& options) {
+constexpr int kClusterMaxBlocksPerCta = 8;
+
+int choose_cluster_split(const DecodePlan& plan, const DeviceInfo& device, const PlanOptions& options) {
   if (options.batch_invariant) return 0;  // the cluster merge is another reduction order
   if (options.cluster_split > 0) return options.cluster_split == 1 ? 0 : options.cluster_split;
-  if (options.max_parts > 0 || options.min_parts > 0) return 0;  // the caller asked for a schedule
-  constexpr int kSmallTileRows = 16;
+  // The caller asked for a schedule (its parts, or where it is built).
+  if (options.max_parts > 0 || options.min_parts > 0 || options.schedule_placement != SchedulePlacement::kAutomatic) {
+    return 0;
+  }
   const int64_t clusters = int64_t(plan.num_items) * plan.num_q_groups;
   const int64_t max_blocks = (int64_t(plan.lengths.max_length) + kKvBlockTokens - 1) / kKvBlockTokens;
-  if (rows_per_kv <= kSmallTileRows && max_blocks >= 8 && clusters * 16 <= device.num_sms) return 8;
-  if (max_blocks >= 2 && clusters * 2 * 4 >= device.num_sms && clusters * 2 <= device.num_sms) return 2;
+  const auto blocks_fit = [&](int split) {
+    return max_blocks >= split && (max_blocks + split - 1) / split <= kClusterMaxBlocksPerCta;
+  };
+  for (const int split : {8, 4}) {
+    if (blocks_fit(split) && clusters * split * 2 <= device.num_sms) return split;
+  }
+  if (blocks_fit(2) && clusters * 2 * 4 >= device.num_sms && clusters * 2 <= device.num_sms) return 2;
   return 0;
 }
 
@@ -401,7 +410,7 @@ Status plan_dense_decode(const DenseDecodeShape& shape, const DeviceInfo& device
   // NOTE: the FP8 kernel has no cluster merge (its shared memory is laid out differently).
   const int cluster_split = shape.kv_dtype == DType::kFP8E4M3
                                 ? 0
-                                : choose_cluster_split(result, dense_rows_per_kv_head(shape), device, options);
+                                : choose_cluster_split(result, device, options);
   result.cluster_size = cluster_split > 1 ? cluster_split : 1;
   result.kernel = choose_dense_kernel(shape, result.cluster_size);
   result.schedule_in_kernel = choose_schedule_in_kernel(result);

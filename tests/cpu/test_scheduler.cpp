@@ -498,9 +498,10 @@ TEST(SchedulerExamples, InvalidOptionsAreRefused) {
   EXPECT_NE(cluster.message().find("options.cluster_split"), std::string::npos) << cluster.message();
 }
 
-// Short dense calls run as cluster splits when their clusters fit one wave;
-// larger calls, very short requests and callers that shape the schedule
-// themselves keep the split-KV schedule.
+// Short dense calls run as cluster splits when their CTAs fill at most half of the
+// SMs (C = 8 or 4) or a quarter to all of them (C = 2), and none walks more than
+// 8 blocks of the longest request; larger calls, long contexts, very short
+// requests and callers that shape the schedule themselves keep the split-KV schedule.
 TEST(SchedulerExamples, ShortDenseCallsRunAsClusterSplits) {
   DeviceInfo device;
   device.num_sms = 132;
@@ -510,21 +511,28 @@ TEST(SchedulerExamples, ShortDenseCallsRunAsClusterSplits) {
     int cluster_split;
   };
   for (const Expect& e : {Expect{1, 1, 16, 16, {}, 8},               // b=1, s_k=1024: 8 CTAs
-                          Expect{8, 1, 16, 16, {}, 8},
-                          Expect{1, 4, 16, 16, {}, 0},               // 64-row tile: the merge costs more
-                          Expect{1, 1, 128, 16, {}, 0},
-                          Expect{9, 1, 16, 16, {}, 0},               // 9 clusters of 8 might not fit one wave
-                          Expect{16, 1, 16, 16, {}, 0},              // pairs would fill under a quarter
-                          Expect{17, 1, 16, 16, {}, 2},
+                          Expect{8, 1, 16, 16, {}, 8},               // 64 CTAs
+                          Expect{1, 4, 16, 16, {}, 8},               // a 64-row tile
+                          Expect{1, 1, 128, 16, {}, 8},              // two tiles
+                          Expect{1, 4, 128, 16, {}, 8},              // eight tiles: 64 CTAs
+                          Expect{2, 4, 128, 16, {}, 4},              // 16 tiles: 64 CTAs of 4
+                          Expect{9, 1, 16, 16, {}, 4},               // 72 CTAs of 8 would pass half the SMs
+                          Expect{16, 1, 16, 16, {}, 4},
+                          Expect{17, 1, 16, 16, {}, 2},              // pairs fill a quarter to all
                           Expect{32, 1, 128, 16, {}, 2},             // 64 pairs
                           Expect{67, 1, 16, 16, {}, 0},              // pairs past one wave
                           Expect{32, 4, 128, 16, {}, 0},
                           Expect{128, 1, 16, 256, {}, 0},
+                          Expect{1, 1, 16, 64, {}, 8},               // s_k = 4096: 8 blocks a CTA
+                          Expect{1, 1, 16, 256, {}, 0},              // s_k = 16384: 32 blocks a CTA, on 8 SMs
+                          Expect{4, 4, 128, 32, {}, 0},              // 32 tiles at 2048: 16 blocks a CTA of a pair
                           Expect{1, 1, 16, 1, {}, 0},                // one block: nothing to split
                           Expect{40, 1, 16, 2, {}, 2},
                           Expect{1, 1, 16, 16, PlanOptions{.cluster_split = 1}, 0},
                           Expect{1, 1, 16, 16, PlanOptions{.min_parts = 4}, 0},
                           Expect{1, 1, 16, 16, PlanOptions{.max_parts = 1}, 0},
+                          Expect{1, 1, 16, 16, PlanOptions{.schedule_placement = SchedulePlacement::kScheduleKernel}, 0},
+                          Expect{1, 1, 16, 16, PlanOptions{.schedule_placement = SchedulePlacement::kAttentionKernel}, 0},
                           Expect{64, 1, 16, 16, PlanOptions{.cluster_split = 4}, 4}}) {
     const DenseDecodeShape shape{.batch = e.batch, .s_q = e.s_q, .h_q = e.h_q, .page_size = 64,
                                  .num_pages = e.batch * e.max_pages, .max_pages_per_seq = e.max_pages};
@@ -556,8 +564,9 @@ TEST(KernelChoice, DenseShapesPickTheirKernel) {
                           Expect{128, 2, 128, 4, 576, 64, {}, kSplit},    // one tile per KV head
                           Expect{1, 1, 16, 1, 576, 64, {}, kCluster},     // short call: one wave of clusters
                           Expect{1, 1, 16, 1, 576, 64, PlanOptions{.cluster_split = 1}, kSplit},
-                          Expect{1, 4, 128, 1, 576, 64, {}, kPairs},
-                          Expect{1, 4, 128, 1, 576, 64, PlanOptions{.cluster_split = 2}, kCluster}}) {
+                          Expect{16, 4, 128, 1, 576, 64, {}, kPairs},     // 128 tiles: past a wave of clusters
+                          Expect{1, 4, 128, 1, 576, 64, {}, kCluster},
+                          Expect{1, 4, 128, 1, 576, 64, PlanOptions{.cluster_split = 1}, kPairs}}) {
     const DenseDecodeShape shape{.batch = e.batch, .s_q = e.s_q, .h_q = e.h_q, .h_kv = e.h_kv, .d_qk = e.d_qk,
                                  .page_size = e.page_size, .num_pages = e.batch * 1024 / e.page_size,
                                  .max_pages_per_seq = 1024 / e.page_size};

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "openmla/openmla.h"
@@ -122,6 +126,102 @@ INSTANTIATE_TEST_SUITE_P(
                       GraphCase{5, 2, 128, 64, true, {}},                      // MTP, two tiles per part
                       GraphCase{6, 1, 64, 32, false, PlanOptions{.max_parts = 1}},  // forced no-split
                       GraphCase{4, 3, 32, 16, true, PlanOptions{.min_parts = 40}}));  // forced split
+
+// The pair kernel's loader and consumers over many replays, L2 flushed between them, each
+// part ending on a pair without an odd block (b = 1, s_q = 4, h_q = 128, 2048 tokens: 16 parts
+// of 2-3 blocks), alternating with a column-split call as the bench did when it hung: a loader
+// that counted K1's frees per pair waited, now and then, on a phase the consumers had already
+// completed twice, and spun after they exited (H200, 2026-12-03; docs/performance.md, session
+// 34). Timing-dependent: the old protocol hung within a few thousand replays in the bench. The
+// last replay is checked against the reference.
+TEST(DenseDecodePairKernel, PartsEndingWithoutAnOddBlockNeverHang) {
+  struct Call {
+    test::DenseDecodeInputs inputs;
+    DecodePlan plan;
+    DeviceBuffer<uint8_t> q, kv, out;
+    DeviceBuffer<int32_t> table, seqlens;
+    DeviceBuffer<float> lse;
+    void* workspace = nullptr;
+    cudaGraphExec_t exec = nullptr;
+  };
+  DeviceInfo device;
+  ASSERT_TRUE(query_device_info(0, &device).is_ok());
+  cudaStream_t stream;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<Call> calls(2);
+  const int heads[2] = {16, 128};  // column split, then the pair kernel
+  for (int i = 0; i < 2; ++i) {
+    Call& call = calls[size_t(i)];
+    test::DenseDecodeConfig config;
+    config.batch = 1;
+    config.s_q = 4;
+    config.h_q = heads[i];
+    config.causal = true;
+    config.seqlens = {2048};
+    call.inputs = test::make_dense_decode_inputs(config, 77 + i);
+    ASSERT_TRUE(plan_dense_decode(call.inputs.shape, device, &call.plan, PlanOptions{}).is_ok());
+    upload(call.q, call.inputs.q);
+    upload(call.kv, call.inputs.kv_cache);
+    upload(call.table, call.inputs.block_table);
+    upload(call.seqlens, call.inputs.seqlens);
+    upload(call.out, call.inputs.out);
+    upload(call.lse, call.inputs.lse);
+    ASSERT_CUDA(cudaMalloc(&call.workspace, std::max<size_t>(call.plan.workspace.total_bytes, 256)));
+    DenseDecodeParams params = call.inputs.params();
+    params.q = call.q.ptr;
+    params.kv_cache = call.kv.ptr;
+    params.block_table = call.table.ptr;
+    params.seqlens = call.seqlens.ptr;
+    params.out = call.out.ptr;
+    params.lse = call.lse.ptr;
+    cudaGraph_t graph;
+    ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const Status captured = dense_decode_run(params, call.plan, call.workspace, call.plan.workspace.total_bytes, stream);
+    ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+    ASSERT_TRUE(captured.is_ok()) << captured.message();
+    ASSERT_CUDA(cudaGraphInstantiate(&call.exec, graph, 0));
+    cudaGraphDestroy(graph);
+  }
+  ASSERT_EQ(calls[1].plan.kernel, DecodeKernel::kDenseAlternateBlocks);
+  const size_t flush_bytes = size_t(256) << 20;  // > 4x the L2: every replay starts cold
+  void* flush = nullptr;
+  ASSERT_CUDA(cudaMalloc(&flush, flush_bytes));
+  for (int round = 0; round < 20; ++round) {
+    for (Call& call : calls) {
+      for (int replay = 0; replay < 400; ++replay) {
+        ASSERT_CUDA(cudaMemsetAsync(flush, replay & 0xff, flush_bytes, stream));
+        ASSERT_CUDA(cudaGraphLaunch(call.exec, stream));
+      }
+    }
+    // A hung kernel never returns the stream: fail with a message rather than at ctest's timeout.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    cudaError_t state = cudaErrorNotReady;
+    while ((state = cudaStreamQuery(stream)) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (state == cudaErrorNotReady) {
+      ADD_FAILURE() << "round " << round << ": the replays did not finish in 30 s (a kernel hung)";
+      std::fflush(nullptr);
+      std::abort();  // the device cannot be used by the tests after this one
+    }
+    ASSERT_CUDA(state);
+  }
+  Call& pair = calls[1];
+  ASSERT_CUDA(cudaMemcpy(pair.inputs.out.data(), pair.out.ptr, bytes_of(pair.out), cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(pair.inputs.lse.data(), pair.lse.ptr, bytes_of(pair.lse), cudaMemcpyDeviceToHost));
+  const std::vector<float> gpu_out = pair.inputs.out_values(), gpu_lse = pair.inputs.lse_values();
+  pair.inputs.poison_outputs();
+  ASSERT_TRUE(reference_dense_decode(pair.inputs.params()).is_ok());
+  EXPECT_LE(test::rel_l2(gpu_out, pair.inputs.out_values()), 1e-2);
+  const test::LseComparison lse_check = test::compare_lse(gpu_lse, pair.inputs.lse_values(), 1e-3);
+  EXPECT_TRUE(lse_check.ok) << lse_check.message;
+  for (Call& call : calls) {
+    cudaGraphExecDestroy(call.exec);
+    cudaFree(call.workspace);
+  }
+  cudaFree(flush);
+  cudaStreamDestroy(stream);
+}
 
 // A plan made for other shapes is refused, not trusted.
 TEST(DenseDecodeRun, RejectsPlanForOtherShapes) {

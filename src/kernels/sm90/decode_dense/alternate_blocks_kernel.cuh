@@ -108,11 +108,13 @@ struct AlternateBlocksKernel {
     cur.first(params, part);
     if (!cur.valid) return;
     load_tiles(params, smem, 0, 0, 8, cur.even_block, page_of(params, cur.item, cur.even_block, cur.length), kv_head);
+    heads_on_m::OddBufferFrees odd_frees;  // K1 is freed only by pairs with an odd block
     if (cur.has_odd) {
       load_tiles(params, smem, 1, 0, 8, cur.even_block + 1, page_of(params, cur.item, cur.even_block + 1, cur.length),
                  kv_head);
+      odd_frees.loaded_pair();
     }
-    uint32_t phase = 0;
+    uint32_t phase = 0;  // K0's frees: every pair reads K0
     for (;;) {
       BlockPairCursor nxt = cur;
       nxt.advance(params, part);
@@ -123,10 +125,13 @@ struct AlternateBlocksKernel {
       load_tiles(params, smem, 0, 0, 3, nxt.even_block, page_e, kv_head);
       common::mbarrier_wait(&smem.extra.tile_free[0][1], phase);
       load_tiles(params, smem, 0, 4, 8, nxt.even_block, page_e, kv_head);
-      common::mbarrier_wait(&smem.extra.tile_free[1][1], phase);
-      if (nxt.has_odd) load_tiles(params, smem, 1, 4, 8, nxt.even_block + 1, page_o, kv_head);
-      common::mbarrier_wait(&smem.extra.tile_free[1][0], phase);
-      if (nxt.has_odd) load_tiles(params, smem, 1, 0, 3, nxt.even_block + 1, page_o, kv_head);
+      if (nxt.has_odd) {
+        odd_frees.wait(&smem.extra.tile_free[1][1]);
+        load_tiles(params, smem, 1, 4, 8, nxt.even_block + 1, page_o, kv_head);
+        odd_frees.wait(&smem.extra.tile_free[1][0]);
+        load_tiles(params, smem, 1, 0, 3, nxt.even_block + 1, page_o, kv_head);
+        odd_frees.loaded_pair();
+      }
       phase ^= 1;
       cur = nxt;
     }
@@ -291,8 +296,8 @@ struct AlternateBlocksKernel {
           if (cur.has_odd) {
             Pair::wait_products(same_item);
             warpgroup_fence_operand(tOrO);
+            if (lane == 0) common::mbarrier_arrive(&smem.extra.tile_free[1][0]);  // only pairs that read K1 free it
           }
-          if (lane == 0) common::mbarrier_arrive(&smem.extra.tile_free[1][0]);
           // ---- i. the rest of the next even block's S
           if (same_item) {
             issue_s_tiles(smem, 0, phase0, 4, 8, false, tSrS, tSrQ8, thread);
@@ -337,7 +342,7 @@ struct AlternateBlocksKernel {
           }
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
-          if (lane == 0) common::mbarrier_arrive(&smem.extra.tile_free[1][1]);
+          if (lane == 0 && cur.has_odd) common::mbarrier_arrive(&smem.extra.tile_free[1][1]);
           // ---- e. S of the next odd block, in the order its tiles were freed
           if (same_item) Pair::await(smem, heads_on_m::kSeIssued, phases);
           if (same_item && nxt.has_odd) {

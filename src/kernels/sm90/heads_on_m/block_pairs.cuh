@@ -61,6 +61,29 @@ struct BlockPairCursor {
   }
 };
 
+// The loader's waits for the odd buffer's (K1's) frees. The consumers free K1 only in
+// the pairs that read it (those with an odd block), so its phases count those pairs.
+// NOTE: counted per pair (every pair freeing K1), a pair without an odd block (an
+// item's last, of an odd block count) let the consumers complete K1's next phase
+// as well before the loader waited for the one before it; the loader then waited on
+// a parity that had come round again, for an arrival that never came: a hang
+// (H200, 2026-12-03, docs/performance.md session 34; cuda-gdb: the consumers had
+// exited, the loader thread spun on tile_free[1][0]).
+struct OddBufferFrees {
+  uint32_t phase = 0;
+  bool loaded = false;  // K1 holds a block that some pair reads: its free comes before a reload
+
+  // Before loading one of K1's tile groups: the last reader's free of that group.
+  __device__ __forceinline__ void wait(uint64_t* group_free) const {
+    if (loaded) common::mbarrier_wait(group_free, phase);
+  }
+  // After loading all of K1 for a pair with an odd block.
+  __device__ __forceinline__ void loaded_pair() {
+    if (loaded) phase ^= 1;
+    loaded = true;
+  }
+};
+
 // One consumer warpgroup's steps of a pair. SharedStorage::extra holds
 // handoff[kNumHandoffs] (128 arrivals each), all_consumers (256) and
 // row_sum[2][64] (each warpgroup's row sums at an item's end).

@@ -229,9 +229,11 @@ struct AlternateBlocksKernel {
     LoaderIndices odd = load_indices(params, cur, cur.even_block + 1, first_row);
     gather_half<0>(params, smem, 0, even, dst_row, warp, lane);
     gather_half<1>(params, smem, 0, even, dst_row, warp, lane);
+    heads_on_m::OddBufferFrees odd_frees;  // K1 is freed only by pairs with an odd block
     if (cur.has_odd) {
       gather_half<1>(params, smem, 1, odd, dst_row, warp, lane);
       gather_half<0>(params, smem, 1, odd, dst_row, warp, lane);
+      odd_frees.loaded_pair();
     }
     // The next pair's indices, loaded a pair ahead of their use.
     int item = cur.item;
@@ -261,11 +263,14 @@ struct AlternateBlocksKernel {
       gather_half<0>(params, smem, 0, pair_even, dst_row, warp, lane);
       common::mbarrier_wait(&smem.extra.tile_free[0][1], phase);
       gather_half<1>(params, smem, 0, pair_even, dst_row, warp, lane);
-      common::mbarrier_wait(&smem.extra.tile_free[1][1], phase);
-      if (has_odd) gather_half<1>(params, smem, 1, pair_odd, dst_row, warp, lane);
-      common::mbarrier_wait(&smem.extra.tile_free[1][0], phase);
-      if (has_odd) gather_half<0>(params, smem, 1, pair_odd, dst_row, warp, lane);
-      phase ^= 1;
+      if (has_odd) {
+        odd_frees.wait(&smem.extra.tile_free[1][1]);
+        gather_half<1>(params, smem, 1, pair_odd, dst_row, warp, lane);
+        odd_frees.wait(&smem.extra.tile_free[1][0]);
+        gather_half<0>(params, smem, 1, pair_odd, dst_row, warp, lane);
+        odd_frees.loaded_pair();
+      }
+      phase ^= 1;  // K0's frees: every pair reads K0
     }
     common::cp_async_wait_all();  // nothing in flight when the warpgroup exits
   }
@@ -393,8 +398,8 @@ struct AlternateBlocksKernel {
           if (cur.has_odd) {
             Pair::wait_products(same_item);
             warpgroup_fence_operand(tOrO);
+            common::mbarrier_arrive(&smem.extra.tile_free[1][0]);  // only pairs that read K1 free it
           }
-          common::mbarrier_arrive(&smem.extra.tile_free[1][0]);
           if (lane == 0 && cur.has_odd) common::mbarrier_arrive(&smem.p_empty);
           // ---- i. the rest of the next even block's S
           if (same_item) {
@@ -436,7 +441,7 @@ struct AlternateBlocksKernel {
           common::mbarrier_arrive(&smem.extra.tile_free[0][1]);
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
-          common::mbarrier_arrive(&smem.extra.tile_free[1][1]);
+          if (cur.has_odd) common::mbarrier_arrive(&smem.extra.tile_free[1][1]);
           // ---- e. S of the next odd block, in the order its tiles were freed
           if (same_item) Pair::await(smem, heads_on_m::kSeIssued, phases);
           if (same_item && nxt.has_odd) {
