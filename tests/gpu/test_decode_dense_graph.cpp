@@ -159,7 +159,8 @@ TEST(DenseDecodePairKernel, PartsEndingWithoutAnOddBlockNeverHang) {
     config.causal = true;
     config.seqlens = {2048};
     call.inputs = test::make_dense_decode_inputs(config, 77 + i);
-    ASSERT_TRUE(plan_dense_decode(call.inputs.shape, device, &call.plan, PlanOptions{}).is_ok());
+    // The split-KV schedule (automatic would run these short calls as cluster splits).
+    ASSERT_TRUE(plan_dense_decode(call.inputs.shape, device, &call.plan, PlanOptions{.cluster_split = 1}).is_ok());
     upload(call.q, call.inputs.q);
     upload(call.kv, call.inputs.kv_cache);
     upload(call.table, call.inputs.block_table);
@@ -182,6 +183,7 @@ TEST(DenseDecodePairKernel, PartsEndingWithoutAnOddBlockNeverHang) {
     ASSERT_CUDA(cudaGraphInstantiate(&call.exec, graph, 0));
     cudaGraphDestroy(graph);
   }
+  ASSERT_EQ(calls[0].plan.kernel, DecodeKernel::kDenseColumnSplit);
   ASSERT_EQ(calls[1].plan.kernel, DecodeKernel::kDenseAlternateBlocks);
   const size_t flush_bytes = size_t(256) << 20;  // > 4x the L2: every replay starts cold
   void* flush = nullptr;

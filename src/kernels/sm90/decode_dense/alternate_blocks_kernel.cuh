@@ -108,31 +108,30 @@ struct AlternateBlocksKernel {
     cur.first(params, part);
     if (!cur.valid) return;
     load_tiles(params, smem, 0, 0, 8, cur.even_block, page_of(params, cur.item, cur.even_block, cur.length), kv_head);
-    heads_on_m::OddBufferFrees odd_frees;  // K1 is freed only by pairs with an odd block
+    heads_on_m::PairFrees frees;  // the first pair's buffers are free
     if (cur.has_odd) {
       load_tiles(params, smem, 1, 0, 8, cur.even_block + 1, page_of(params, cur.item, cur.even_block + 1, cur.length),
                  kv_head);
-      odd_frees.loaded_pair();
+      frees.odd_loaded();
     }
-    uint32_t phase = 0;  // K0's frees: every pair reads K0
     for (;;) {
       BlockPairCursor nxt = cur;
       nxt.advance(params, part);
       if (!nxt.valid) return;
       const int page_e = page_of(params, nxt.item, nxt.even_block, nxt.length);
       const int page_o = nxt.has_odd ? page_of(params, nxt.item, nxt.even_block + 1, nxt.length) : -1;
-      common::mbarrier_wait(&smem.extra.tile_free[0][0], phase);
+      common::mbarrier_wait(&smem.extra.tile_free[0][0], frees.even_parity());
       load_tiles(params, smem, 0, 0, 3, nxt.even_block, page_e, kv_head);
-      common::mbarrier_wait(&smem.extra.tile_free[0][1], phase);
+      common::mbarrier_wait(&smem.extra.tile_free[0][1], frees.even_parity());
       load_tiles(params, smem, 0, 4, 8, nxt.even_block, page_e, kv_head);
+      frees.even_loaded();
       if (nxt.has_odd) {
-        odd_frees.wait(&smem.extra.tile_free[1][1]);
+        frees.wait_odd(&smem.extra.tile_free[1][1]);
         load_tiles(params, smem, 1, 4, 8, nxt.even_block + 1, page_o, kv_head);
-        odd_frees.wait(&smem.extra.tile_free[1][0]);
+        frees.wait_odd(&smem.extra.tile_free[1][0]);
         load_tiles(params, smem, 1, 0, 3, nxt.even_block + 1, page_o, kv_head);
-        odd_frees.loaded_pair();
+        frees.odd_loaded();
       }
-      phase ^= 1;
       cur = nxt;
     }
   }

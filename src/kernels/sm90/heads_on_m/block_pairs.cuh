@@ -61,27 +61,27 @@ struct BlockPairCursor {
   }
 };
 
-// The loader's waits for the odd buffer's (K1's) frees. The consumers free K1 only in
-// the pairs that read it (those with an odd block), so its phases count those pairs.
-// NOTE: counted per pair (every pair freeing K1), a pair without an odd block (an
-// item's last, of an odd block count) let the consumers complete K1's next phase
-// as well before the loader waited for the one before it; the loader then waited on
-// a parity that had come round again, for an arrival that never came: a hang
-// (H200, 2026-12-03, docs/performance.md session 34; cuda-gdb: the consumers had
-// exited, the loader thread spun on tile_free[1][0]).
-struct OddBufferFrees {
-  uint32_t phase = 0;
-  bool loaded = false;  // K1 holds a block that some pair reads: its free comes before a reload
+// The loader's waits for the consumers' frees of the two buffers, in one register (sparse
+// prefill's gather warps run at 72): bit 0 the parity of K0's next free (every pair reads K0),
+// bit 1 K1's (counted by the pairs that read K1: those with an odd block), bit 2 whether K1
+// holds a block some pair reads (its free then comes before a reload).
+// NOTE: K1's frees counted per pair (every pair freeing K1), a pair without an odd block (an
+// item's last, of an odd block count) let the consumers complete K1's next phase as well
+// before the loader waited for the one before it; the loader then waited on a parity that had
+// come round again, for an arrival that never came: a hang (H200, 2026-12-03, docs/performance.md
+// session 34; cuda-gdb: the consumers had exited, the loader thread spun on tile_free[1][0]).
+struct PairFrees {
+  uint32_t bits = 0;
 
+  __device__ __forceinline__ uint32_t even_parity() const { return bits & 1u; }
   // Before loading one of K1's tile groups: the last reader's free of that group.
-  __device__ __forceinline__ void wait(uint64_t* group_free) const {
-    if (loaded) common::mbarrier_wait(group_free, phase);
+  __device__ __forceinline__ void wait_odd(uint64_t* group_free) const {
+    if (bits & 4u) common::mbarrier_wait(group_free, (bits >> 1) & 1u);
   }
   // After loading all of K1 for a pair with an odd block.
-  __device__ __forceinline__ void loaded_pair() {
-    if (loaded) phase ^= 1;
-    loaded = true;
-  }
+  __device__ __forceinline__ void odd_loaded() { bits = (bits & 4u) ? bits ^ 2u : bits | 4u; }
+  // After loading all of K0 for a pair.
+  __device__ __forceinline__ void even_loaded() { bits ^= 1u; }
 };
 
 // One consumer warpgroup's steps of a pair. SharedStorage::extra holds

@@ -229,11 +229,11 @@ struct AlternateBlocksKernel {
     LoaderIndices odd = load_indices(params, cur, cur.even_block + 1, first_row);
     gather_half<0>(params, smem, 0, even, dst_row, warp, lane);
     gather_half<1>(params, smem, 0, even, dst_row, warp, lane);
-    heads_on_m::OddBufferFrees odd_frees;  // K1 is freed only by pairs with an odd block
+    heads_on_m::PairFrees frees;  // the first pair's buffers are free
     if (cur.has_odd) {
       gather_half<1>(params, smem, 1, odd, dst_row, warp, lane);
       gather_half<0>(params, smem, 1, odd, dst_row, warp, lane);
-      odd_frees.loaded_pair();
+      frees.odd_loaded();
     }
     // The next pair's indices, loaded a pair ahead of their use.
     int item = cur.item;
@@ -243,7 +243,6 @@ struct AlternateBlocksKernel {
       even = load_indices(params, nxt, nxt.even_block, first_row);
       odd = load_indices(params, nxt, nxt.even_block + 1, first_row);
     }
-    uint32_t phase = 0;
     uint32_t q_phase = 0;
     while (nxt.valid) {
       const LoaderIndices pair_even = even, pair_odd = odd;
@@ -259,18 +258,18 @@ struct AlternateBlocksKernel {
         even = load_indices(params, nxt, nxt.even_block, first_row);
         odd = load_indices(params, nxt, nxt.even_block + 1, first_row);
       }
-      common::mbarrier_wait(&smem.extra.tile_free[0][0], phase);
+      common::mbarrier_wait(&smem.extra.tile_free[0][0], frees.even_parity());
       gather_half<0>(params, smem, 0, pair_even, dst_row, warp, lane);
-      common::mbarrier_wait(&smem.extra.tile_free[0][1], phase);
+      common::mbarrier_wait(&smem.extra.tile_free[0][1], frees.even_parity());
       gather_half<1>(params, smem, 0, pair_even, dst_row, warp, lane);
+      frees.even_loaded();
       if (has_odd) {
-        odd_frees.wait(&smem.extra.tile_free[1][1]);
+        frees.wait_odd(&smem.extra.tile_free[1][1]);
         gather_half<1>(params, smem, 1, pair_odd, dst_row, warp, lane);
-        odd_frees.wait(&smem.extra.tile_free[1][0]);
+        frees.wait_odd(&smem.extra.tile_free[1][0]);
         gather_half<0>(params, smem, 1, pair_odd, dst_row, warp, lane);
-        odd_frees.loaded_pair();
+        frees.odd_loaded();
       }
-      phase ^= 1;  // K0's frees: every pair reads K0
     }
     common::cp_async_wait_all();  // nothing in flight when the warpgroup exits
   }
