@@ -121,7 +121,7 @@ struct Traits : PvTile<typename ElementOf<kDType_>::type> {
     uint64_t q_full;
     uint64_t q_empty;
     uint64_t p_full;   // 128 arrivals: every WG1 thread after writing P / row factors
-    uint64_t p_empty;  // 128 arrivals: every WG2 thread after its P.V retired
+    uint64_t p_empty;  // 128 arrivals: every WG2 thread after its P.V retired (the pair kernels: 4, a lane per warp)
     uint64_t consumers_done;  // dense cluster split: 256 arrivals, both consumer warpgroups before the merge
     ExtraStorage extra;
   };
