@@ -114,8 +114,7 @@ OPENMLA_HOST_DEVICE Bound closed_form_bound(const Items& items, int32_t p) {
   if (items.whole_items) {
     return Bound{cut_at_item_start(position, start, items.prefix(item + 1)) ? item : item + 1, 0};
   }
-  const int64_t block = position - start - kItemOverheadBlocks;
-  return Bound{item, block <= 0 ? 0 : int32_t(block)};
+  return Bound{item, block_at(position, start)};
 }
 
 // Partial slots held by the parts before p: the pieces that start before its bound.
@@ -168,15 +167,17 @@ OPENMLA_HOST_DEVICE ClosedFormRecord one_item_part_record(int32_t length, int32_
   const int64_t begin = cut_position(cuts, p), end = cut_position(cuts, p + 1);
   ClosedFormRecord out{PartRecord{PartWork{-1, 0, -1, 0, -1, kPartEmpty, {0, 0}}, empty_combine_entry(), -1}, 0};
   if (whole_items) {
-    if (2 * begin <= cost && 2 * end > cost) out.record.work = PartWork{0, 0, 0, blocks, -1, 0, {0, 0}};
+    if (cut_at_item_start(begin, 0, cost) && !cut_at_item_start(end, 0, cost)) {
+      out.record.work = PartWork{0, 0, 0, blocks, -1, 0, {0, 0}};
+    }
     return out;
   }
   const int32_t first_cut = first_cut_from(cuts, kItemOverheadBlocks + 1);  // cuts_inside(cuts, 0, cost)
   const int32_t pieces = cuts.active > first_cut ? cuts.active - first_cut + 1 : 0;
   out.combine_entries = pieces > 0 ? 1 : 0;
-  // bound_at: a position inside the overhead starts at block 0, one at the end is past the item.
-  const int32_t begin_block = begin - kItemOverheadBlocks > 0 ? int32_t(begin - kItemOverheadBlocks) : 0;
-  const int32_t end_block = end < cost && end - kItemOverheadBlocks > 0 ? int32_t(end - kItemOverheadBlocks) : 0;
+  // bound_at: a position at the end is past the item (block 0 of the next).
+  const int32_t begin_block = block_at(begin, 0);
+  const int32_t end_block = end < cost ? block_at(end, 0) : 0;
   if (begin >= cost || (end < cost && begin_block == end_block)) return out;  // empty: its bounds are equal
   // describe_part of a single item's range.
   const int32_t last_block = end_block == 0 ? blocks : end_block;

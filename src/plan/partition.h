@@ -160,6 +160,13 @@ struct ItemCostAt {
   OPENMLA_HOST_DEVICE int64_t operator()(int i) const { return item_cost(item_length(lengths, i)); }
 };
 
+// The block where a part cut at cost `position` starts inside an item whose costs
+// start at `start`: positions inside the item's overhead start at block 0.
+OPENMLA_HOST_DEVICE int32_t block_at(int64_t position, int64_t start) {
+  const int64_t block = position - start - kItemOverheadBlocks;
+  return block <= 0 ? 0 : int32_t(block);
+}
+
 // Map a cost position to the (item, block) where a part starts.
 OPENMLA_HOST_DEVICE Bound bound_at(const int64_t* prefix, int32_t num_items, int64_t position) {
   if (position >= prefix[num_items]) return {num_items, 0};
@@ -168,8 +175,7 @@ OPENMLA_HOST_DEVICE Bound bound_at(const int64_t* prefix, int32_t num_items, int
     const int32_t mid = (lo + hi + 1) / 2;
     if (prefix[mid] <= position) lo = mid; else hi = mid - 1;
   }
-  const int64_t block = position - prefix[lo] - kItemOverheadBlocks;
-  return {lo, block <= 0 ? 0 : int32_t(block)};
+  return {lo, block_at(position, prefix[lo])};
 }
 
 // The item start nearest to a cost position inside `item` (ties go to the
