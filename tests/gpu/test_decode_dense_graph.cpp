@@ -30,6 +30,48 @@ size_t bytes_of(const DeviceBuffer<T>& buffer) {
   return buffer.count * sizeof(T);
 }
 
+// One dense call's tensors on the device and its run captured in a graph.
+struct CapturedDenseCall {
+  DeviceBuffer<uint8_t> q, kv, out;
+  DeviceBuffer<int32_t> table, seqlens;
+  DeviceBuffer<float> lse;
+  void* workspace = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CapturedDenseCall() = default;
+  CapturedDenseCall(const CapturedDenseCall&) = delete;
+  CapturedDenseCall& operator=(const CapturedDenseCall&) = delete;
+  ~CapturedDenseCall() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    cudaFree(workspace);
+  }
+};
+
+// Uploads `inputs` into `call` and captures dense_decode_run with `plan` on `stream`.
+void capture_dense_call(test::DenseDecodeInputs& inputs, const DecodePlan& plan, cudaStream_t stream,
+                        CapturedDenseCall* call) {
+  upload(call->q, inputs.q);
+  upload(call->kv, inputs.kv_cache);
+  upload(call->table, inputs.block_table);
+  upload(call->seqlens, inputs.seqlens);
+  upload(call->out, inputs.out);
+  upload(call->lse, inputs.lse);
+  ASSERT_CUDA(cudaMalloc(&call->workspace, std::max<size_t>(plan.workspace.total_bytes, 256)));
+  DenseDecodeParams params = inputs.params();
+  params.q = call->q.ptr;
+  params.kv_cache = call->kv.ptr;
+  params.block_table = call->table.ptr;
+  params.seqlens = call->seqlens.ptr;
+  params.out = call->out.ptr;
+  params.lse = call->lse.ptr;
+  cudaGraph_t graph;
+  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status captured = dense_decode_run(params, plan, call->workspace, plan.workspace.total_bytes, stream);
+  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  ASSERT_TRUE(captured.is_ok()) << captured.message();
+  ASSERT_CUDA(cudaGraphInstantiate(&call->exec, graph, 0));
+  cudaGraphDestroy(graph);
+}
+
 struct GraphCase {
   int batch, s_q, h_q, page_size;
   bool causal;
@@ -55,34 +97,13 @@ TEST_P(DenseDecodeGraph, ReplayWithNewLengthsMatchesReference) {
   DecodePlan plan;
   ASSERT_TRUE(plan_dense_decode(inputs.shape, device, &plan, c.options).is_ok());
 
-  DeviceBuffer<uint8_t> q, kv, out;
-  DeviceBuffer<int32_t> table, seqlens;
-  DeviceBuffer<float> lse;
-  upload(q, inputs.q);
-  upload(kv, inputs.kv_cache);
-  upload(table, inputs.block_table);
-  upload(seqlens, inputs.seqlens);
-  upload(out, inputs.out);
-  upload(lse, inputs.lse);
-  void* workspace = nullptr;
-  ASSERT_CUDA(cudaMalloc(&workspace, std::max<size_t>(plan.workspace.total_bytes, 256)));
-  DenseDecodeParams device_params = inputs.params();
-  device_params.q = q.ptr;
-  device_params.kv_cache = kv.ptr;
-  device_params.block_table = table.ptr;
-  device_params.seqlens = seqlens.ptr;
-  device_params.out = out.ptr;
-  device_params.lse = lse.ptr;
-
   cudaStream_t stream;
   ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const Status captured = dense_decode_run(device_params, plan, workspace, plan.workspace.total_bytes, stream);
-  ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-  ASSERT_TRUE(captured.is_ok()) << captured.message();
-  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedDenseCall call;
+  ASSERT_NO_FATAL_FAILURE(capture_dense_call(inputs, plan, stream, &call));
+  DeviceBuffer<uint8_t>& out = call.out;
+  DeviceBuffer<int32_t>& seqlens = call.seqlens;
+  DeviceBuffer<float>& lse = call.lse;
 
   test::Rng rng(99);
   for (int replay = 0; replay < 4; ++replay) {
@@ -95,7 +116,7 @@ TEST_P(DenseDecodeGraph, ReplayWithNewLengthsMatchesReference) {
     ASSERT_CUDA(cudaMemcpyAsync(out.ptr, inputs.out.data(), bytes_of(out), cudaMemcpyHostToDevice, stream));
     ASSERT_CUDA(cudaMemcpyAsync(lse.ptr, inputs.lse.data(), bytes_of(lse), cudaMemcpyHostToDevice, stream));
     ASSERT_CUDA(cudaMemcpyAsync(seqlens.ptr, inputs.seqlens.data(), bytes_of(seqlens), cudaMemcpyHostToDevice, stream));
-    ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    ASSERT_CUDA(cudaGraphLaunch(call.exec, stream));
     ASSERT_CUDA(cudaStreamSynchronize(stream));
     ASSERT_CUDA(cudaMemcpy(inputs.out.data(), out.ptr, bytes_of(out), cudaMemcpyDeviceToHost));
     ASSERT_CUDA(cudaMemcpy(inputs.lse.data(), lse.ptr, bytes_of(lse), cudaMemcpyDeviceToHost));
@@ -112,10 +133,7 @@ TEST_P(DenseDecodeGraph, ReplayWithNewLengthsMatchesReference) {
     const test::LseComparison lse_check = test::compare_lse(gpu_lse, ref_lse, 1e-3);
     EXPECT_TRUE(lse_check.ok) << "replay " << replay << ": " << lse_check.message;
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
-  cudaFree(workspace);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -135,61 +153,33 @@ INSTANTIATE_TEST_SUITE_P(
 // 34). Timing-dependent: the old protocol hung within a few thousand replays in the bench. The
 // last replay is checked against the reference.
 TEST(DenseDecodePairKernel, PartsEndingWithoutAnOddBlockNeverHang) {
-  struct Call {
-    test::DenseDecodeInputs inputs;
-    DecodePlan plan;
-    DeviceBuffer<uint8_t> q, kv, out;
-    DeviceBuffer<int32_t> table, seqlens;
-    DeviceBuffer<float> lse;
-    void* workspace = nullptr;
-    cudaGraphExec_t exec = nullptr;
-  };
   DeviceInfo device;
   ASSERT_TRUE(query_device_info(0, &device).is_ok());
   cudaStream_t stream;
   ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<Call> calls(2);
+  test::DenseDecodeInputs inputs[2];
+  DecodePlan plans[2];
+  CapturedDenseCall calls[2];
   const int heads[2] = {16, 128};  // column split, then the pair kernel
   for (int i = 0; i < 2; ++i) {
-    Call& call = calls[size_t(i)];
     test::DenseDecodeConfig config;
     config.batch = 1;
     config.s_q = 4;
     config.h_q = heads[i];
     config.causal = true;
     config.seqlens = {2048};
-    call.inputs = test::make_dense_decode_inputs(config, 77 + i);
+    inputs[i] = test::make_dense_decode_inputs(config, 77 + i);
     // The split-KV schedule (automatic would run these short calls as cluster splits).
-    ASSERT_TRUE(plan_dense_decode(call.inputs.shape, device, &call.plan, PlanOptions{.cluster_split = 1}).is_ok());
-    upload(call.q, call.inputs.q);
-    upload(call.kv, call.inputs.kv_cache);
-    upload(call.table, call.inputs.block_table);
-    upload(call.seqlens, call.inputs.seqlens);
-    upload(call.out, call.inputs.out);
-    upload(call.lse, call.inputs.lse);
-    ASSERT_CUDA(cudaMalloc(&call.workspace, std::max<size_t>(call.plan.workspace.total_bytes, 256)));
-    DenseDecodeParams params = call.inputs.params();
-    params.q = call.q.ptr;
-    params.kv_cache = call.kv.ptr;
-    params.block_table = call.table.ptr;
-    params.seqlens = call.seqlens.ptr;
-    params.out = call.out.ptr;
-    params.lse = call.lse.ptr;
-    cudaGraph_t graph;
-    ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const Status captured = dense_decode_run(params, call.plan, call.workspace, call.plan.workspace.total_bytes, stream);
-    ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-    ASSERT_TRUE(captured.is_ok()) << captured.message();
-    ASSERT_CUDA(cudaGraphInstantiate(&call.exec, graph, 0));
-    cudaGraphDestroy(graph);
+    ASSERT_TRUE(plan_dense_decode(inputs[i].shape, device, &plans[i], PlanOptions{.cluster_split = 1}).is_ok());
+    ASSERT_NO_FATAL_FAILURE(capture_dense_call(inputs[i], plans[i], stream, &calls[i]));
   }
-  ASSERT_EQ(calls[0].plan.kernel, DecodeKernel::kDenseColumnSplit);
-  ASSERT_EQ(calls[1].plan.kernel, DecodeKernel::kDenseAlternateBlocks);
+  ASSERT_EQ(plans[0].kernel, DecodeKernel::kDenseColumnSplit);
+  ASSERT_EQ(plans[1].kernel, DecodeKernel::kDenseAlternateBlocks);
   const size_t flush_bytes = size_t(256) << 20;  // > 4x the L2: every replay starts cold
   void* flush = nullptr;
   ASSERT_CUDA(cudaMalloc(&flush, flush_bytes));
   for (int round = 0; round < 20; ++round) {
-    for (Call& call : calls) {
+    for (CapturedDenseCall& call : calls) {
       for (int replay = 0; replay < 400; ++replay) {
         ASSERT_CUDA(cudaMemsetAsync(flush, replay & 0xff, flush_bytes, stream));
         ASSERT_CUDA(cudaGraphLaunch(call.exec, stream));
@@ -208,19 +198,15 @@ TEST(DenseDecodePairKernel, PartsEndingWithoutAnOddBlockNeverHang) {
     }
     ASSERT_CUDA(state);
   }
-  Call& pair = calls[1];
-  ASSERT_CUDA(cudaMemcpy(pair.inputs.out.data(), pair.out.ptr, bytes_of(pair.out), cudaMemcpyDeviceToHost));
-  ASSERT_CUDA(cudaMemcpy(pair.inputs.lse.data(), pair.lse.ptr, bytes_of(pair.lse), cudaMemcpyDeviceToHost));
-  const std::vector<float> gpu_out = pair.inputs.out_values(), gpu_lse = pair.inputs.lse_values();
-  pair.inputs.poison_outputs();
-  ASSERT_TRUE(reference_dense_decode(pair.inputs.params()).is_ok());
-  EXPECT_LE(test::rel_l2(gpu_out, pair.inputs.out_values()), 1e-2);
-  const test::LseComparison lse_check = test::compare_lse(gpu_lse, pair.inputs.lse_values(), 1e-3);
+  test::DenseDecodeInputs& pair = inputs[1];
+  ASSERT_CUDA(cudaMemcpy(pair.out.data(), calls[1].out.ptr, bytes_of(calls[1].out), cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(pair.lse.data(), calls[1].lse.ptr, bytes_of(calls[1].lse), cudaMemcpyDeviceToHost));
+  const std::vector<float> gpu_out = pair.out_values(), gpu_lse = pair.lse_values();
+  pair.poison_outputs();
+  ASSERT_TRUE(reference_dense_decode(pair.params()).is_ok());
+  EXPECT_LE(test::rel_l2(gpu_out, pair.out_values()), 1e-2);
+  const test::LseComparison lse_check = test::compare_lse(gpu_lse, pair.lse_values(), 1e-3);
   EXPECT_TRUE(lse_check.ok) << lse_check.message;
-  for (Call& call : calls) {
-    cudaGraphExecDestroy(call.exec);
-    cudaFree(call.workspace);
-  }
   cudaFree(flush);
   cudaStreamDestroy(stream);
 }
