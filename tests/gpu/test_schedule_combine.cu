@@ -204,15 +204,21 @@ TEST(ScheduleGpu, GraphReplayRebuildsFromNewLengths) {
 }
 
 // The combine kernel against reference_combine on random partials, with empty
-// pieces (-inf LSE), fully empty rows and an attention sink.
+// pieces (-inf LSE), fully empty rows and an attention sink. Both row layouts
+// (four warps per row, a warp per row) meet items of 2 to 4 pieces (the short
+// merge) and of more (the general one).
 TEST(CombineGpu, MatchesReferenceCombine) {
   std::mt19937_64 rng(5);
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (int trial = 0; trial < 6; ++trial) {
+  int few_pieces[2] = {0, 0}, many_pieces[2] = {0, 0};  // split items seen, by many_rows
+  for (int trial = 0; trial < 10; ++trial) {
     const bool sparse = trial % 2 == 1;
-    // Trials 0-2: few rows per item (four warps per row); 3-5: many rows (a warp per row).
-    const bool many_rows = trial >= 3;
-    const int batch = 3 + trial, s_q = sparse ? 2 : 3, h_q = sparse ? (many_rows ? 64 : 16) : (many_rows ? 40 : 5);
+    // Trials 0-2 and 6-7: few rows per item (four warps per row); 3-5 and 8-9: many rows (a warp per
+    // row). Trials 3-4 split 1-2 requests over the 24 SMs (many pieces each); trials 6-9 have more
+    // items than SMs (split items then have 2 pieces).
+    const bool many_rows = (trial >= 3 && trial < 6) || trial >= 8;
+    const int batch = trial < 3 ? 3 + trial : trial < 6 ? trial - 2 : 30 + trial, s_q = sparse ? 2 : 3;
+    const int h_q = sparse ? (many_rows ? 64 : 16) : (many_rows ? 40 : 5);
     DeviceInfo device;
     device.num_sms = 24;
     DecodePlan plan;
@@ -230,6 +236,9 @@ TEST(CombineGpu, MatchesReferenceCombine) {
     HostSchedule schedule;
     ASSERT_TRUE(build_schedule_host(plan, host_lengths, &schedule).is_ok());
     ASSERT_GT(plan.num_slots, 0);
+    for (const CombineEntry& entry : schedule.combine) {
+      if (entry.num_pieces >= 2) ++(entry.num_pieces <= 4 ? few_pieces : many_pieces)[many_rows];
+    }
 
     const size_t rows = size_t(plan.rows_per_item);
     std::vector<float> partial_o(size_t(plan.num_slots) * rows * 512);  // [slots, rows, 512]
@@ -304,6 +313,10 @@ TEST(CombineGpu, MatchesReferenceCombine) {
       ASSERT_EQ(std::isinf(ref_lse[i]), std::isinf(gpu_lse[i])) << "lse " << i;
       if (std::isfinite(ref_lse[i])) EXPECT_NEAR(ref_lse[i], gpu_lse[i], 1e-3) << "lse " << i;
     }
+  }
+  for (int many_rows = 0; many_rows < 2; ++many_rows) {
+    EXPECT_GT(few_pieces[many_rows], 0) << "many_rows " << many_rows;
+    EXPECT_GT(many_pieces[many_rows], 0) << "many_rows " << many_rows;
   }
 }
 
