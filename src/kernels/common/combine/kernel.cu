@@ -48,6 +48,18 @@ __device__ __forceinline__ void store4(Out* dst, float4 v) {
   }
 }
 
+// acc += weight * x: one piece's float4s of this thread, weighted.
+template <int kVecs>
+__device__ __forceinline__ void add_weighted(float4 (&acc)[kVecs], float weight, const float4 (&x)[kVecs]) {
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    acc[v].x += weight * x[v].x;
+    acc[v].y += weight * x[v].y;
+    acc[v].z += weight * x[v].z;
+    acc[v].w += weight * x[v].w;
+  }
+}
+
 // Each merge returns the row's LSE (+inf when no piece saw a key) and sets acc to the row's
 // weighted sum of the pieces' O (this thread's float4s), weight of piece k = exp(lse_k - LSE).
 // lse_of(k): pointer to piece k's LSE of the row; o_of(k, v): pointer to its v-th float4 for this thread.
@@ -81,14 +93,7 @@ __device__ __forceinline__ float merge_few_pieces(LseOf lse_of, OOf o_of, int nu
   for (int v = 0; v < kVecs; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int k = 0; k < kFewPieces; ++k) {
-    const float weight = __expf(piece_lse[k] - lse);  // 0 for every piece of an empty row
-#pragma unroll
-    for (int v = 0; v < kVecs; ++v) {
-      acc[v].x += weight * x[k][v].x;
-      acc[v].y += weight * x[k][v].y;
-      acc[v].z += weight * x[k][v].z;
-      acc[v].w += weight * x[k][v].w;
-    }
+    add_weighted(acc, __expf(piece_lse[k] - lse), x[k]);  // weight 0 for every piece of an empty row
   }
   return lse;
 }
@@ -138,14 +143,7 @@ __device__ __forceinline__ float merge_many_pieces(LseOf lse_of, OOf o_of, int n
       }
 #pragma unroll
       for (int j = 0; j < kPiecesInFlight; ++j) {
-        const float weight = k0 + j < num_pieces ? __expf(__ldg(lse_of(k0 + j)) - lse) : 0.f;
-#pragma unroll
-        for (int v = 0; v < kVecs; ++v) {
-          acc[v].x += weight * x[j][v].x;
-          acc[v].y += weight * x[j][v].y;
-          acc[v].z += weight * x[j][v].z;
-          acc[v].w += weight * x[j][v].w;
-        }
+        add_weighted(acc, k0 + j < num_pieces ? __expf(__ldg(lse_of(k0 + j)) - lse) : 0.f, x[j]);
       }
     }
   }
