@@ -205,8 +205,8 @@ TEST(ScheduleGpu, GraphReplayRebuildsFromNewLengths) {
 
 // The combine kernel against reference_combine on random partials, with empty
 // pieces (-inf LSE), fully empty rows and an attention sink. Both row layouts
-// (four warps per row, a warp per row) meet items of 2 to 4 pieces (the short
-// merge) and of more (the general one).
+// (four warps per row, a warp per row) meet items of 2 to 4 pieces (kFewPieces:
+// the four-warp layout's short merge) and of more (the general merge).
 TEST(CombineGpu, MatchesReferenceCombine) {
   std::mt19937_64 rng(5);
   std::normal_distribution<float> normal(0.f, 1.f);

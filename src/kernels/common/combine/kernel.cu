@@ -64,8 +64,9 @@ __device__ __forceinline__ void add_weighted(float4 (&acc)[kVecs], float weight,
 // weighted sum of the pieces' O (this thread's float4s), weight of piece k = exp(lse_k - LSE).
 // lse_of(k): pointer to piece k's LSE of the row; o_of(k, v): pointer to its v-th float4 for this thread.
 
-// Up to kFewPieces pieces (a batch split over the SMs leaves one or two per item): every thread reads
-// the few LSEs itself (the row's threads read the same words) and all O loads are issued at once.
+// Up to kFewPieces pieces (a batch split over the SMs leaves one or two per item), four warps per row
+// (the kernel's choice, below): every thread reads the few LSEs itself (the row's threads read the same
+// words) and all O loads are issued at once.
 // ncu (H200, b = 128, h_q = 32, s_k ~ 4096): the general path below ran 12.9 M instructions here,
 // 10x FlashMLA's combine, and the kernel was bound by issuing them.
 template <int kVecs, class LseOf, class OOf>
