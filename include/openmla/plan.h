@@ -72,8 +72,8 @@ enum class DecodeKernel : int32_t {
   // that split the request's blocks and merge in distributed shared memory
   // (short calls; no schedule or combine grid, the workspace goes unused).
   kDenseColumnSplitCluster = 2,
-  // Dense, compute-bound shapes (d_qk = 576, >= 2 query tiles per KV head, pages
-  // of whole 64-token blocks): the two consumer warpgroups take alternate KV blocks.
+  // Dense, d_qk = 576 with pages of whole 64-token blocks (any number of query
+  // tiles): the two consumer warpgroups take alternate KV blocks.
   kDenseAlternateBlocks = 3,
   // Sparse FP8: 64 tokens on M, the h_q = 8, 16 or 32 heads on N; one CTA per part.
   kSparseHeadsOnN = 4,

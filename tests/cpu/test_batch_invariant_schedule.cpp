@@ -306,7 +306,7 @@ TEST(BatchInvariantPlan, NeverTheClusterSplitAndChunkOption) {
   ASSERT_TRUE(plan_dense_decode(dense_shape(1, 16, 1024), device, &plan).is_ok());
   ASSERT_EQ(plan.kernel, DecodeKernel::kDenseColumnSplitCluster);  // the default mode's choice
   ASSERT_TRUE(plan_dense_decode(dense_shape(1, 16, 1024), device, &plan, kInvariant).is_ok());
-  EXPECT_EQ(plan.kernel, DecodeKernel::kDenseColumnSplit);
+  EXPECT_EQ(plan.kernel, DecodeKernel::kDenseAlternateBlocks);  // the split-KV kernel of page 64
   EXPECT_EQ(plan.cluster_size, 1);
   ASSERT_TRUE(plan_dense_decode(dense_shape(1, 16, 1024), device, &plan,
                                 PlanOptions{.cluster_split = 1, .batch_invariant = true, .chunk_blocks = 4})

@@ -555,15 +555,17 @@ TEST(KernelChoice, DenseShapesPickTheirKernel) {
   constexpr DecodeKernel kSplit = DecodeKernel::kDenseColumnSplit;
   constexpr DecodeKernel kPairs = DecodeKernel::kDenseAlternateBlocks;
   constexpr DecodeKernel kCluster = DecodeKernel::kDenseColumnSplitCluster;
-  for (const Expect& e : {Expect{128, 1, 16, 1, 576, 64, {}, kSplit},     // one tile per KV head
-                          Expect{128, 1, 64, 1, 576, 64, {}, kSplit},
-                          Expect{128, 1, 128, 1, 576, 64, {}, kPairs},    // two tiles: compute-bound
+  for (const Expect& e : {Expect{128, 1, 16, 1, 576, 64, {}, kPairs},     // one tile per KV head
+                          Expect{128, 1, 64, 1, 576, 64, {}, kPairs},
+                          Expect{128, 1, 128, 1, 576, 64, {}, kPairs},    // two tiles
                           Expect{128, 2, 64, 1, 576, 128, {}, kPairs},
                           Expect{128, 2, 128, 1, 576, 16, {}, kSplit},    // pages smaller than a block
+                          Expect{128, 1, 16, 1, 576, 32, {}, kSplit},
                           Expect{128, 2, 128, 1, 512, 64, {}, kSplit},    // latent-only d_qk
-                          Expect{128, 2, 128, 4, 576, 64, {}, kSplit},    // one tile per KV head
+                          Expect{128, 2, 128, 4, 576, 64, {}, kPairs},    // one tile per KV head
                           Expect{1, 1, 16, 1, 576, 64, {}, kCluster},     // short call: one wave of clusters
-                          Expect{1, 1, 16, 1, 576, 64, PlanOptions{.cluster_split = 1}, kSplit},
+                          Expect{1, 1, 16, 1, 576, 64, PlanOptions{.cluster_split = 1}, kPairs},
+                          Expect{1, 1, 16, 1, 576, 32, PlanOptions{.cluster_split = 1}, kSplit},
                           Expect{16, 4, 128, 1, 576, 64, {}, kPairs},     // 128 tiles: past a wave of clusters
                           Expect{1, 4, 128, 1, 576, 64, {}, kCluster},
                           Expect{1, 4, 128, 1, 576, 64, PlanOptions{.cluster_split = 1}, kPairs}}) {

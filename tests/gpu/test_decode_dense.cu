@@ -373,7 +373,10 @@ std::vector<Case> all_cases() {
     test::DenseDecodeConfig c = config(3, 2, 16, 1, 64, true);
     c.stride_pad_bytes = 32;
     add("padded", c);                                     // a cluster split of 4 (300 tokens at most)
-    add("padded", c, PlanOptions{.cluster_split = 1});    // the split-KV schedule
+    add("padded", c, PlanOptions{.cluster_split = 1});    // the split-KV schedule (alternate blocks)
+    test::DenseDecodeConfig c32 = config(3, 2, 16, 1, 32, true);  // pages of 32: the column split
+    c32.stride_pad_bytes = 32;
+    add("padded", c32, PlanOptions{.cluster_split = 1});
     test::DenseDecodeConfig d = config(3, 1, 64, 2, 16, false, DType::kFP16, 512);
     d.stride_pad_bytes = 64;
     add("padded", d, PlanOptions{.min_parts = 6});

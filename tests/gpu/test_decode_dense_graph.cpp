@@ -147,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The pair kernel's loader and consumers over many replays, L2 flushed between them, each
 // part ending on a pair without an odd block (b = 1, s_q = 4, h_q = 128, 2048 tokens: 16 parts
-// of 2-3 blocks), alternating with a column-split call as the bench did when it hung: a loader
+// of 2-3 blocks), alternating with a column-split call (pages of 32) as the bench did when it hung: a loader
 // that counted K1's frees per pair waited, now and then, on a phase the consumers had already
 // completed twice, and spun after they exited (H200, 2026-12-03; docs/performance.md, session
 // 34). Timing-dependent: the old protocol hung within a few thousand replays in the bench. The
@@ -161,11 +161,13 @@ TEST(DenseDecodePairKernel, PartsEndingWithoutAnOddBlockNeverHang) {
   DecodePlan plans[2];
   CapturedDenseCall calls[2];
   const int heads[2] = {16, 128};  // column split, then the pair kernel
+  const int page_sizes[2] = {32, 64};
   for (int i = 0; i < 2; ++i) {
     test::DenseDecodeConfig config;
     config.batch = 1;
     config.s_q = 4;
     config.h_q = heads[i];
+    config.page_size = page_sizes[i];
     config.causal = true;
     config.seqlens = {2048};
     inputs[i] = test::make_dense_decode_inputs(config, 77 + i);

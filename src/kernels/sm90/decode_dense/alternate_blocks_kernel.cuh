@@ -1,6 +1,6 @@
-// sm90 dense decode for compute-bound shapes, the alternate-blocks kernel
-// (DecodeKernel::kDenseAlternateBlocks: d_qk = 576, pages of >= 64 tokens,
-// >= 2 query tiles per KV head): an item's blocks are processed in pairs, the
+// sm90 dense decode, the alternate-blocks kernel (DecodeKernel::kDenseAlternateBlocks:
+// d_qk = 576, pages of whole 64-token blocks, any number of query tiles; the
+// cluster split runs the column-split kernel): an item's blocks are processed in pairs, the
 // two consumer warpgroups taking alternate blocks, and one thread of a third
 // warpgroup reloads each group of 64-column tiles as soon as its last reader
 // has freed it. Design and measurements: docs/kernels/decode_dense.md, "The
