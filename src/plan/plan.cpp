@@ -356,9 +356,9 @@ const char* decode_kernel_name(DecodeKernel kernel) {
 }
 
 // NOTE: the alternate-blocks kernel loads whole 64-token blocks (pages must
-// hold whole blocks). It also takes one query tile per KV head (session 36, H200,
-// beside the column split: b = 128 h_q = 16 s_q = 4 s_k = 1024 +7 %, h_q = 16
-// s_q = 1 s_k ~ 4096 +2 %, the other one-tile shapes within -0.5 to +0.5 %). The
+// hold whole blocks). It also takes one query tile per KV head: beside the column
+// split (H200, docs/performance.md "Session 36") b = 128 h_q = 16 s_q = 4 s_k = 1024
+// ran 7 % faster and the other one-tile shapes within the noise (+-0.7 %). The
 // column split keeps smaller pages, d_qk 512, FP8 and the cluster split.
 DecodeKernel choose_dense_kernel(const DenseDecodeShape& shape, int cluster_size) {
   if (shape.kv_dtype == DType::kFP8E4M3) return DecodeKernel::kDenseColumnSplit;  // the one FP8 kernel

@@ -160,8 +160,8 @@ TEST(DenseDecodePairKernel, PartsEndingWithoutAnOddBlockNeverHang) {
   test::DenseDecodeInputs inputs[2];
   DecodePlan plans[2];
   CapturedDenseCall calls[2];
-  const int heads[2] = {16, 128};  // column split, then the pair kernel
-  const int page_sizes[2] = {32, 64};
+  const int heads[2] = {16, 128};
+  const int page_sizes[2] = {32, 64};  // pages of 32: the column split; of 64: the pair kernel
   for (int i = 0; i < 2; ++i) {
     test::DenseDecodeConfig config;
     config.batch = 1;
